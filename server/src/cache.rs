@@ -1,0 +1,399 @@
+//! The I/O cache, after Cherokee's iocache: small files are held in memory with their
+//! representation headers prebuilt, so a hit makes no file-system syscall. Large files
+//! keep an open descriptor (as nginx's open_file_cache does) for sendfile.
+//!
+//! Freshness: an entry is re-checked with stat(2) at most once per `revalidate` interval,
+//! as lighttpd's `simple` stat cache does; a changed file is reloaded and a deleted one is
+//! dropped. Eviction is quick_cache's CLOCK-Pro over entry weight (bytes held), which keeps
+//! hot small files and resists scans by one-hit files.
+
+use crate::fs::mime::content_type_for;
+use crate::fs::open::Root;
+use crate::http::encoding::Encoding;
+use bytes::Bytes;
+use http::HeaderValue;
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+#[derive(Debug, Clone)]
+pub struct CacheSettings {
+    /// Files up to this size are held in memory.
+    pub max_file_size: u64,
+    /// Total bytes held (memory plus a fixed charge per entry).
+    pub max_bytes: u64,
+    /// How long an entry is trusted before it is re-checked with stat.
+    pub revalidate: Duration,
+}
+
+impl Default for CacheSettings {
+    fn default() -> Self {
+        CacheSettings {
+            max_file_size: 256 * 1024,
+            max_bytes: 64 * 1024 * 1024,
+            revalidate: Duration::from_secs(1),
+        }
+    }
+}
+
+/// What identifies a version of a file on disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct StatKey {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime_ns: i128,
+}
+
+impl StatKey {
+    fn of(st: &rustix::fs::Stat) -> StatKey {
+        StatKey {
+            dev: st.st_dev,
+            ino: st.st_ino,
+            size: st.st_size as u64,
+            mtime_ns: st.st_mtime as i128 * 1_000_000_000 + st.st_mtime_nsec as i128,
+        }
+    }
+    fn modified(&self) -> SystemTime {
+        if self.mtime_ns >= 0 {
+            UNIX_EPOCH + Duration::from_nanos(self.mtime_ns as u64)
+        } else {
+            UNIX_EPOCH
+        }
+    }
+}
+
+#[derive(Debug)]
+pub enum Data {
+    Memory(Bytes),
+    File(Arc<File>),
+}
+
+/// One representation of a file: the original or a precompressed sidecar.
+#[derive(Debug)]
+pub struct Variant {
+    pub encoding: Option<Encoding>,
+    pub len: u64,
+    pub modified: SystemTime,
+    pub etag: HeaderValue,
+    pub last_modified: HeaderValue,
+    pub data: Data,
+}
+
+/// A file and its sidecars, ready to serve.
+#[derive(Debug)]
+pub struct FileEntry {
+    pub content_type: HeaderValue,
+    pub identity: Variant,
+    /// Sidecars newer than the original, in server preference order.
+    pub encoded: Vec<Variant>,
+    pub available: Vec<Encoding>,
+    /// The file's path relative to the root (after index resolution).
+    rel: String,
+    /// Stat keys of the original and of each possible sidecar (None: absent or ignored).
+    fingerprint: [Option<StatKey>; 4],
+    /// Milliseconds since the cache's epoch when this entry was last known fresh.
+    checked_at_ms: AtomicU64,
+}
+
+impl FileEntry {
+    pub fn variant(&self, enc: Option<Encoding>) -> &Variant {
+        match enc {
+            None => &self.identity,
+            Some(e) => self
+                .encoded
+                .iter()
+                .find(|v| v.encoding == Some(e))
+                .unwrap_or(&self.identity),
+        }
+    }
+    fn weight(&self) -> u64 {
+        const ENTRY_OVERHEAD: u64 = 512;
+        let mem = |v: &Variant| match &v.data {
+            Data::Memory(b) => b.len() as u64,
+            Data::File(_) => 0,
+        };
+        ENTRY_OVERHEAD + mem(&self.identity) + self.encoded.iter().map(mem).sum::<u64>()
+    }
+}
+
+/// What a request path resolves to.
+#[derive(Debug)]
+pub enum Lookup {
+    File(Arc<FileEntry>, Hit),
+    /// A directory requested without its trailing slash.
+    RedirectToSlash,
+    /// A directory with no index file; `rel` is its path for a listing.
+    Directory(String),
+    NotFound,
+    /// Something that exists but is not servable: a device, a FIFO, a symlink out of root.
+    Forbidden,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hit {
+    Hit,
+    Miss,
+}
+
+#[derive(Clone)]
+struct EntryWeighter;
+
+impl quick_cache::Weighter<String, Arc<FileEntry>> for EntryWeighter {
+    fn weight(&self, _key: &String, val: &Arc<FileEntry>) -> u64 {
+        val.weight()
+    }
+}
+
+pub struct FileCache {
+    root: Root,
+    settings: CacheSettings,
+    index_files: Vec<String>,
+    entries: quick_cache::sync::Cache<String, Arc<FileEntry>, EntryWeighter>,
+    epoch: Instant,
+}
+
+impl FileCache {
+    pub fn new(root: Root, settings: CacheSettings, index_files: Vec<String>) -> FileCache {
+        let entries =
+            quick_cache::sync::Cache::with_weighter(4096, settings.max_bytes.max(1), EntryWeighter);
+        FileCache {
+            root,
+            settings,
+            index_files,
+            entries,
+            epoch: Instant::now(),
+        }
+    }
+
+    pub fn root(&self) -> &Root {
+        &self.root
+    }
+
+    /// Bytes currently held, by the cache's own weighing.
+    pub fn weight(&self) -> u64 {
+        self.entries.weight()
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+
+    /// Resolves a normalized request path (`/a/b`, or `/dir/` for a directory).
+    pub fn lookup(&self, path: &str, rel: &str, trailing_slash: bool) -> io::Result<Lookup> {
+        if let Some(entry) = self.entries.get(path) {
+            let now = self.now_ms();
+            let checked = entry.checked_at_ms.load(Ordering::Relaxed);
+            let interval = self.settings.revalidate.as_millis() as u64;
+            if now.saturating_sub(checked) < interval {
+                return Ok(Lookup::File(entry, Hit::Hit));
+            }
+            // One request revalidates; concurrent ones keep serving the entry meanwhile.
+            if entry
+                .checked_at_ms
+                .compare_exchange(checked, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_err()
+            {
+                return Ok(Lookup::File(entry, Hit::Hit));
+            }
+            if self.fingerprint(&entry.rel) == entry.fingerprint {
+                return Ok(Lookup::File(entry, Hit::Hit));
+            }
+            self.entries.remove(path);
+        }
+        let found = self.load(rel, trailing_slash)?;
+        if let Lookup::File(entry, _) = &found {
+            if entry.fingerprint[0].is_some() {
+                self.entries.insert(path.to_owned(), entry.clone());
+            }
+        }
+        Ok(found)
+    }
+
+    fn fingerprint(&self, rel: &str) -> [Option<StatKey>; 4] {
+        let key = |p: &str| {
+            self.root
+                .stat(p)
+                .ok()
+                .filter(|st| {
+                    rustix::fs::FileType::from_raw_mode(st.st_mode)
+                        == rustix::fs::FileType::RegularFile
+                })
+                .map(|st| StatKey::of(&st))
+        };
+        let original = key(rel);
+        let mut fp = [original, None, None, None];
+        for (i, enc) in Encoding::ALL.iter().enumerate() {
+            let side = key(&format!("{rel}{}", enc.suffix()));
+            // A sidecar older than its original is stale and ignored.
+            fp[i + 1] = side.filter(|s| original.is_some_and(|o| s.mtime_ns >= o.mtime_ns));
+        }
+        fp
+    }
+
+    fn load(&self, rel: &str, trailing_slash: bool) -> io::Result<Lookup> {
+        let file = match self.root.open_file(rel) {
+            Ok(f) => f,
+            Err(e) => return classify_open_error(e),
+        };
+        let st = rustix::fs::fstat(&file)?;
+        match rustix::fs::FileType::from_raw_mode(st.st_mode) {
+            rustix::fs::FileType::RegularFile => {
+                if trailing_slash && rel != "." {
+                    return Ok(Lookup::NotFound); // "/file.txt/" names no directory
+                }
+                let entry = self.build_entry(rel, file, &st)?;
+                Ok(Lookup::File(Arc::new(entry), Hit::Miss))
+            }
+            rustix::fs::FileType::Directory => {
+                if !trailing_slash {
+                    return Ok(Lookup::RedirectToSlash);
+                }
+                for index in &self.index_files {
+                    let candidate = if rel == "." {
+                        index.clone()
+                    } else {
+                        format!("{rel}/{index}")
+                    };
+                    match self.root.open_file(&candidate) {
+                        Ok(f) => {
+                            let st = rustix::fs::fstat(&f)?;
+                            if rustix::fs::FileType::from_raw_mode(st.st_mode)
+                                == rustix::fs::FileType::RegularFile
+                            {
+                                let entry = self.build_entry(&candidate, f, &st)?;
+                                return Ok(Lookup::File(Arc::new(entry), Hit::Miss));
+                            }
+                        }
+                        Err(e) if is_missing(&e) => continue,
+                        Err(e) => return classify_open_error(e),
+                    }
+                }
+                Ok(Lookup::Directory(rel.to_owned()))
+            }
+            _ => Ok(Lookup::Forbidden),
+        }
+    }
+
+    fn build_entry(&self, rel: &str, file: File, st: &rustix::fs::Stat) -> io::Result<FileEntry> {
+        let key = StatKey::of(st);
+        let identity = self.build_variant(file, key, None)?;
+        let mut fingerprint = [Some(key), None, None, None];
+        let mut encoded = Vec::new();
+        for (i, enc) in Encoding::ALL.iter().enumerate() {
+            let side = format!("{rel}{}", enc.suffix());
+            let Ok(f) = self.root.open_file(&side) else {
+                continue;
+            };
+            let Ok(sst) = rustix::fs::fstat(&f) else {
+                continue;
+            };
+            if rustix::fs::FileType::from_raw_mode(sst.st_mode) != rustix::fs::FileType::RegularFile
+            {
+                continue;
+            }
+            let skey = StatKey::of(&sst);
+            if skey.mtime_ns < key.mtime_ns {
+                continue; // older than the original: stale, ignored
+            }
+            fingerprint[i + 1] = Some(skey);
+            encoded.push(self.build_variant(f, skey, Some(*enc))?);
+        }
+        let available = encoded.iter().filter_map(|v| v.encoding).collect();
+        Ok(FileEntry {
+            content_type: content_type_for(rel),
+            identity,
+            encoded,
+            available,
+            rel: rel.to_owned(),
+            fingerprint,
+            checked_at_ms: AtomicU64::new(self.now_ms()),
+        })
+    }
+
+    fn build_variant(
+        &self,
+        file: File,
+        key: StatKey,
+        encoding: Option<Encoding>,
+    ) -> io::Result<Variant> {
+        let modified = key.modified();
+        // Strong ETag from mtime (ns) and size, not the inode: replicas serving the same
+        // content from different volumes must agree, or revalidation misses between pods.
+        let etag = format!(
+            "\"{:x}-{:x}{}{}\"",
+            key.mtime_ns,
+            key.size,
+            if encoding.is_some() { "-" } else { "" },
+            encoding.map_or("", |e| e.token())
+        );
+        let data = if key.size <= self.settings.max_file_size {
+            Data::Memory(read_exact_size(&file, key.size)?)
+        } else {
+            Data::File(Arc::new(file))
+        };
+        Ok(Variant {
+            encoding,
+            len: key.size,
+            modified,
+            etag: HeaderValue::from_str(&etag).expect("hex etag is a valid header value"),
+            last_modified: HeaderValue::from_str(&httpdate::fmt_http_date(modified))
+                .expect("http date is a valid header value"),
+            data,
+        })
+    }
+}
+
+/// Reads a whole small file. A file that changes size while read is an error, so a torn
+/// read is never cached.
+fn read_exact_size(file: &File, size: u64) -> io::Result<Bytes> {
+    let mut buf = vec![0u8; size as usize];
+    let mut done = 0;
+    while done < buf.len() {
+        let n = file.read_at(&mut buf[done..], done as u64)?;
+        if n == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "file shrank while being read",
+            ));
+        }
+        done += n;
+    }
+    Ok(Bytes::from(buf))
+}
+
+fn is_missing(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc_errno::ENOENT) | Some(libc_errno::ENOTDIR)
+    )
+}
+
+fn classify_open_error(e: io::Error) -> io::Result<Lookup> {
+    match e.raw_os_error() {
+        Some(libc_errno::ENOENT) | Some(libc_errno::ENOTDIR) | Some(libc_errno::ENAMETOOLONG) => {
+            Ok(Lookup::NotFound)
+        }
+        // EXDEV: RESOLVE_BENEATH refused an escape; ELOOP: too many links; EACCES: permissions.
+        Some(libc_errno::EXDEV)
+        | Some(libc_errno::ELOOP)
+        | Some(libc_errno::EACCES)
+        | Some(libc_errno::EPERM) => Ok(Lookup::Forbidden),
+        _ => Err(e),
+    }
+}
+
+/// The errno values used above, from rustix, kept in one place.
+mod libc_errno {
+    use rustix::io::Errno;
+    pub const ENOENT: i32 = Errno::NOENT.raw_os_error();
+    pub const ENOTDIR: i32 = Errno::NOTDIR.raw_os_error();
+    pub const ENAMETOOLONG: i32 = Errno::NAMETOOLONG.raw_os_error();
+    pub const EXDEV: i32 = Errno::XDEV.raw_os_error();
+    pub const ELOOP: i32 = Errno::LOOP.raw_os_error();
+    pub const EACCES: i32 = Errno::ACCESS.raw_os_error();
+    pub const EPERM: i32 = Errno::PERM.raw_os_error();
+}

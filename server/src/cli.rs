@@ -1,0 +1,278 @@
+//! Command line. Every flag can also be set through an environment variable (`env=`),
+//! which is how the Kubernetes manifests configure the server.
+
+use crate::access_log::LogFormat;
+use crate::admin;
+use crate::cache::{CacheSettings, FileCache};
+use crate::fs::open::Root;
+use crate::metrics::Metrics;
+use crate::server::{self, Phase, Shared, ShutdownControl};
+use crate::settings::{Limits, Settings};
+use crate::static_files::{StaticFiles, StaticOptions};
+use clap::{Args, Parser, Subcommand};
+use http::HeaderValue;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "skiff",
+    version,
+    about = "Skiff: a featherweight static edge server"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve a directory with zero configuration.
+    Serve(ServeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The document root.
+    #[arg(default_value = ".", env = "SKIFF_ROOT")]
+    pub root: PathBuf,
+    /// Address to serve HTTP on (HTTP/1.1 and h2c).
+    #[arg(long, default_value = "0.0.0.0:8080", env = "SKIFF_LISTEN")]
+    pub listen: SocketAddr,
+    /// Address of the admin listener (/healthz, /readyz, /metrics).
+    #[arg(long, default_value = "127.0.0.1:9145", env = "SKIFF_ADMIN_LISTEN")]
+    pub admin_listen: SocketAddr,
+    /// Serving threads; each runs its own event loop. Default: the number of cores.
+    #[arg(long, env = "SKIFF_THREADS")]
+    pub threads: Option<usize>,
+    /// Files up to this size (bytes) are held in the in-memory I/O cache.
+    #[arg(long, default_value_t = 256 * 1024, env = "SKIFF_CACHE_MAX_FILE_SIZE")]
+    pub cache_max_file_size: u64,
+    /// Total bytes the I/O cache may hold.
+    #[arg(long, default_value_t = 64 * 1024 * 1024, env = "SKIFF_CACHE_MAX_BYTES")]
+    pub cache_max_bytes: u64,
+    /// How often a cached file is re-checked with stat (e.g. "1s", "250ms").
+    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration, env = "SKIFF_CACHE_REVALIDATE")]
+    pub cache_revalidate: Duration,
+    /// Index files tried, in order, for a directory.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "index.html,index.htm",
+        env = "SKIFF_INDEX"
+    )]
+    pub index: Vec<String>,
+    /// Generate an HTML listing for directories without an index file.
+    #[arg(long, env = "SKIFF_LISTING")]
+    pub listing: bool,
+    /// Serve files whose names start with a dot (.well-known is always served).
+    #[arg(long, env = "SKIFF_HIDDEN_FILES")]
+    pub hidden_files: bool,
+    /// Follow symlinks that point outside the document root.
+    #[arg(long, env = "SKIFF_FOLLOW_SYMLINKS_OUTSIDE_ROOT")]
+    pub follow_symlinks_outside_root: bool,
+    /// Cache-Control value sent with files and their 304s (none by default).
+    #[arg(long, env = "SKIFF_CACHE_CONTROL")]
+    pub cache_control: Option<String>,
+    /// Access log format on stdout.
+    #[arg(long, value_enum, default_value = "combined", env = "SKIFF_ACCESS_LOG")]
+    pub access_log: LogFormat,
+    /// Largest request head in bytes (431 beyond).
+    #[arg(long, default_value_t = 16 * 1024, env = "SKIFF_MAX_HEADER_BYTES")]
+    pub max_header_bytes: usize,
+    /// Longest request line in bytes (414 beyond).
+    #[arg(long, default_value_t = 8 * 1024, env = "SKIFF_MAX_REQUEST_LINE")]
+    pub max_request_line: usize,
+    /// Time to receive a request head once it has started (slowloris guard).
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration, env = "SKIFF_HEADER_TIMEOUT")]
+    pub header_timeout: Duration,
+    /// Idle keep-alive connections are closed after this long.
+    #[arg(long, default_value = "75s", value_parser = humantime::parse_duration, env = "SKIFF_KEEPALIVE_TIMEOUT")]
+    pub keepalive_timeout: Duration,
+    /// Connections beyond this wait in the kernel's accept queue.
+    #[arg(long, default_value_t = 10_000, env = "SKIFF_MAX_CONNECTIONS")]
+    pub max_connections: usize,
+    /// File bodies of at least this size use sendfile(2); smaller ones pread(2)+write.
+    #[arg(long, default_value_t = 0, env = "SKIFF_SENDFILE_MIN_BYTES")]
+    pub sendfile_min_bytes: u64,
+    /// Read buffer for bodies not sent with sendfile.
+    #[arg(long, default_value_t = 256 * 1024, env = "SKIFF_READ_CHUNK_BYTES")]
+    pub read_chunk_bytes: usize,
+    /// After SIGTERM, keep listening this long with /readyz failing (endpoint removal).
+    #[arg(long, default_value = "0s", value_parser = humantime::parse_duration, env = "SKIFF_SHUTDOWN_DELAY")]
+    pub shutdown_delay: Duration,
+    /// Longest time in-flight responses get after listening stops.
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration, env = "SKIFF_SHUTDOWN_GRACE")]
+    pub shutdown_grace: Duration,
+}
+
+impl ServeArgs {
+    pub fn into_settings(self) -> Result<Settings, String> {
+        let cache_control = match self.cache_control {
+            Some(v) => Some(
+                HeaderValue::from_str(&v)
+                    .map_err(|_| format!("--cache-control {v:?} is not a valid header value"))?,
+            ),
+            None => None,
+        };
+        if self.index.iter().any(|i| i.is_empty() || i.contains('/')) {
+            return Err("--index names must be plain file names".into());
+        }
+        let threads = self
+            .threads
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+        if threads == 0 {
+            return Err("--threads must be at least 1".into());
+        }
+        Ok(Settings {
+            root: self.root,
+            listen: self.listen,
+            admin_listen: Some(self.admin_listen),
+            threads,
+            cache: CacheSettings {
+                max_file_size: self.cache_max_file_size,
+                max_bytes: self.cache_max_bytes,
+                revalidate: self.cache_revalidate,
+            },
+            statics: StaticOptions {
+                allow_hidden: self.hidden_files,
+                listing: self.listing,
+                cache_control,
+            },
+            index_files: self.index,
+            follow_symlinks_outside_root: self.follow_symlinks_outside_root,
+            limits: Limits {
+                max_header_bytes: self.max_header_bytes.max(1024),
+                max_request_line: self.max_request_line.max(256),
+                header_timeout: self.header_timeout,
+                keepalive_timeout: self.keepalive_timeout,
+                max_connections: self.max_connections.max(1),
+            },
+            access_log: self.access_log,
+            sendfile_min_bytes: self.sendfile_min_bytes,
+            read_chunk_bytes: self.read_chunk_bytes.max(4096),
+            shutdown_delay: self.shutdown_delay,
+            shutdown_grace: self.shutdown_grace,
+        })
+    }
+}
+
+/// Runs the CLI; returns the process exit code.
+pub fn main() -> i32 {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .init();
+    match cli.command {
+        Command::Serve(args) => match args.into_settings() {
+            Ok(settings) => match serve(settings) {
+                Ok(()) => 0,
+                Err(e) => {
+                    tracing::error!("{e}");
+                    1
+                }
+            },
+            Err(e) => {
+                eprintln!("skiff: {e}");
+                2
+            }
+        },
+    }
+}
+
+/// Serves until SIGTERM or SIGINT, then drains.
+pub fn serve(settings: Settings) -> Result<(), String> {
+    let root = Root::open(&settings.root, settings.follow_symlinks_outside_root)
+        .map_err(|e| format!("cannot open document root {}: {e}", settings.root.display()))?;
+    let cache = FileCache::new(root, settings.cache.clone(), settings.index_files.clone());
+    let metrics = Metrics::new();
+    let shutdown = ShutdownControl::new();
+    let shared = Arc::new(Shared {
+        statics: StaticFiles::new(cache, settings.statics.clone()),
+        metrics: metrics.clone(),
+        shutdown: shutdown.clone(),
+        permits: Arc::new(tokio::sync::Semaphore::new(settings.limits.max_connections)),
+        settings,
+    });
+    let control = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the control runtime: {e}"))?;
+    let admin_listener = match shared.settings.admin_listen {
+        Some(addr) => {
+            let l = control
+                .block_on(tokio::net::TcpListener::bind(addr))
+                .map_err(|e| format!("cannot listen on admin address {addr}: {e}"))?;
+            Some(l)
+        }
+        None => None,
+    };
+    let (addr, workers) = server::run(shared.clone())
+        .map_err(|e| format!("cannot listen on {}: {e}", shared.settings.listen))?;
+    let admin_addr = admin_listener.as_ref().and_then(|l| l.local_addr().ok());
+    tracing::info!(
+        listen = %addr,
+        admin = ?admin_addr,
+        threads = shared.settings.threads,
+        root = %shared.settings.root.display(),
+        "skiff listening on {addr}"
+    );
+    let grace = shared.settings.shutdown_grace;
+    let delay = shared.settings.shutdown_delay;
+    control.block_on(async {
+        if let Some(listener) = admin_listener {
+            let s = shared.clone();
+            let sampler: admin::Sampler = Arc::new(move || {
+                s.metrics.cache_bytes.set(s.statics.cache().weight() as i64);
+            });
+            tokio::spawn(admin::serve(
+                listener,
+                metrics.clone(),
+                shutdown.clone(),
+                sampler,
+            ));
+        }
+        wait_for_signal().await;
+        tracing::info!(delay = ?delay, grace = ?grace, "shutting down: readiness off");
+        shutdown.advance(Phase::Draining);
+        tokio::time::sleep(delay).await;
+        shutdown.advance(Phase::Stopping);
+        tracing::info!(
+            open = shutdown.open_connections(),
+            "listening stopped; finishing in-flight responses"
+        );
+        let deadline = Instant::now() + grace;
+        while shutdown.open_connections() > 0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    });
+    let left = shutdown.open_connections();
+    if left > 0 {
+        tracing::warn!(
+            open = left,
+            "grace period over; closing remaining connections"
+        );
+        return Ok(()); // worker threads are torn down with the process
+    }
+    for w in workers {
+        let _ = w.join();
+    }
+    tracing::info!("stopped cleanly");
+    Ok(())
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+    let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}

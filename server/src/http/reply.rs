@@ -1,0 +1,110 @@
+//! A protocol-neutral response: status, headers and a body that may point into a file.
+//! The HTTP/1.1 fast path writes it with writev/sendfile; the hyper path adapts it.
+
+use bytes::Bytes;
+use http::{HeaderName, HeaderValue, StatusCode};
+use std::fs::File;
+use std::sync::Arc;
+
+/// A slice of an open file, sent with sendfile(2) or pread(2), never mmap (truncation
+/// under a mapping is SIGBUS).
+#[derive(Debug, Clone)]
+pub struct FileSlice {
+    pub file: Arc<File>,
+    pub offset: u64,
+    pub len: u64,
+}
+
+#[derive(Debug, Clone)]
+pub enum Part {
+    Bytes(Bytes),
+    File(FileSlice),
+}
+
+impl Part {
+    pub fn len(&self) -> u64 {
+        match self {
+            Part::Bytes(b) => b.len() as u64,
+            Part::File(f) => f.len,
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub enum Body {
+    #[default]
+    Empty,
+    Bytes(Bytes),
+    File(FileSlice),
+    /// multipart/byteranges and other bodies made of several pieces.
+    Parts(Vec<Part>),
+}
+
+impl Body {
+    pub fn len(&self) -> u64 {
+        match self {
+            Body::Empty => 0,
+            Body::Bytes(b) => b.len() as u64,
+            Body::File(f) => f.len,
+            Body::Parts(p) => p.iter().map(Part::len).sum(),
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Reply {
+    pub status: StatusCode,
+    /// Headers other than Date, Server, Content-Length and Connection, which the
+    /// connection layer owns.
+    pub headers: Vec<(HeaderName, HeaderValue)>,
+    pub body: Body,
+    /// Whether the cache served this reply without touching the file system.
+    pub cache_hit: bool,
+}
+
+impl Reply {
+    pub fn new(status: StatusCode) -> Reply {
+        Reply {
+            status,
+            headers: Vec::new(),
+            body: Body::Empty,
+            cache_hit: false,
+        }
+    }
+
+    pub fn header(mut self, name: HeaderName, value: HeaderValue) -> Reply {
+        self.headers.push((name, value));
+        self
+    }
+
+    /// A short HTML error page: the status line as text.
+    pub fn error(status: StatusCode) -> Reply {
+        let reason = status.canonical_reason().unwrap_or("Error");
+        let body = format!(
+            "<!DOCTYPE html>\n<html><head><title>{code} {reason}</title></head><body><h1>{code} {reason}</h1></body></html>\n",
+            code = status.as_u16()
+        );
+        Reply {
+            status,
+            headers: vec![(
+                http::header::CONTENT_TYPE,
+                HeaderValue::from_static("text/html; charset=utf-8"),
+            )],
+            body: Body::Bytes(Bytes::from(body)),
+            cache_hit: false,
+        }
+    }
+
+    /// Whether this status may carry a body and Content-Length (RFC 9110 §6.4.1).
+    pub fn has_body_semantics(&self) -> bool {
+        !(self.status.is_informational()
+            || self.status == StatusCode::NO_CONTENT
+            || self.status == StatusCode::NOT_MODIFIED)
+    }
+}

@@ -1,0 +1,104 @@
+//! The protocol-neutral view of a request that handlers see. Both the HTTP/1.1 fast path
+//! and the hyper path build one, so handlers never depend on the wire format.
+
+use crate::http::conditional::Preconditions;
+use http::Method;
+
+#[derive(Debug, Clone, Default)]
+pub struct RequestHead<'a> {
+    pub method: Method,
+    /// The request target as received (path and query), for the access log.
+    pub target: &'a str,
+    /// The path of the request target, still percent-encoded ("*" for `OPTIONS *`).
+    pub path: &'a str,
+    pub query: Option<&'a str>,
+    pub host: Option<&'a [u8]>,
+    pub preconditions: Preconditions<'a>,
+    pub range: Option<&'a [u8]>,
+    pub if_range: Option<&'a [u8]>,
+    pub accept_encoding: Option<&'a [u8]>,
+    pub referer: Option<&'a [u8]>,
+    pub user_agent: Option<&'a [u8]>,
+}
+
+impl<'a> RequestHead<'a> {
+    /// Splits a request target into path and query. Absolute-form targets
+    /// (`http://host/path`) keep only their path, as RFC 9112 §3.2.2 requires servers to accept.
+    pub fn split_target(target: &'a str) -> (&'a str, Option<&'a str>) {
+        let target = match target.find("://") {
+            Some(i) if !target.starts_with('/') => {
+                let after = &target[i + 3..];
+                match after.find(['/', '?']) {
+                    Some(j) if after.as_bytes()[j] == b'/' => &after[j..],
+                    Some(j) => &after[j..], // "http://h?q": an empty path with a query
+                    None => "/",
+                }
+            }
+            _ => target,
+        };
+        match target.split_once('?') {
+            Some((p, q)) => (if p.is_empty() { "/" } else { p }, Some(q)),
+            None => (target, None),
+        }
+    }
+
+    /// Records a header if it is one handlers use. Names are compared case-insensitively.
+    pub fn note_header(&mut self, name: &[u8], value: &'a [u8]) {
+        // Dispatch on length first: cheap, and most headers are skipped here.
+        let slot = match name.len() {
+            4 if name.eq_ignore_ascii_case(b"host") => &mut self.host,
+            5 if name.eq_ignore_ascii_case(b"range") => &mut self.range,
+            8 if name.eq_ignore_ascii_case(b"if-match") => &mut self.preconditions.if_match,
+            8 if name.eq_ignore_ascii_case(b"if-range") => &mut self.if_range,
+            7 if name.eq_ignore_ascii_case(b"referer") => &mut self.referer,
+            10 if name.eq_ignore_ascii_case(b"user-agent") => &mut self.user_agent,
+            13 if name.eq_ignore_ascii_case(b"if-none-match") => {
+                &mut self.preconditions.if_none_match
+            }
+            15 if name.eq_ignore_ascii_case(b"accept-encoding") => &mut self.accept_encoding,
+            17 if name.eq_ignore_ascii_case(b"if-modified-since") => {
+                &mut self.preconditions.if_modified_since
+            }
+            19 if name.eq_ignore_ascii_case(b"if-unmodified-since") => {
+                &mut self.preconditions.if_unmodified_since
+            }
+            _ => return,
+        };
+        // A repeated header keeps its first value; list-valued ones are rare in practice here.
+        if slot.is_none() {
+            *slot = Some(value);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_split_into_path_and_query() {
+        assert_eq!(RequestHead::split_target("/a/b?x=1"), ("/a/b", Some("x=1")));
+        assert_eq!(RequestHead::split_target("/a"), ("/a", None));
+        assert_eq!(
+            RequestHead::split_target("http://h.example/p?q"),
+            ("/p", Some("q"))
+        );
+        assert_eq!(RequestHead::split_target("http://h.example"), ("/", None));
+        assert_eq!(
+            RequestHead::split_target("http://h.example?q"),
+            ("/", Some("q"))
+        );
+        assert_eq!(RequestHead::split_target("*"), ("*", None));
+    }
+
+    #[test]
+    fn headers_are_noted_case_insensitively() {
+        let mut h = RequestHead::default();
+        h.note_header(b"HOST", b"a");
+        h.note_header(b"If-None-Match", b"\"x\"");
+        h.note_header(b"X-Other", b"ignored");
+        h.note_header(b"host", b"second");
+        assert_eq!(h.host, Some(&b"a"[..]));
+        assert_eq!(h.preconditions.if_none_match, Some(&b"\"x\""[..]));
+    }
+}

@@ -1,0 +1,208 @@
+//! Prometheus metrics (prometheus-client). Every label value is bounded: methods outside
+//! the standard set become "OTHER", vhosts are configured names, codes are status numbers.
+//! Never a raw path or Host header from a request.
+
+use http::Method;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::metrics::info::Info;
+use prometheus_client::registry::Registry;
+use std::sync::Arc;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    pub vhost: &'static str,
+    pub method: &'static str,
+    pub code: u16,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct VhostLabels {
+    pub vhost: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BuildLabels {
+    version: &'static str,
+}
+
+pub struct Metrics {
+    registry: Registry,
+    pub requests: Family<RequestLabels, Counter>,
+    pub request_duration: Family<VhostLabels, Histogram, fn() -> Histogram>,
+    pub response_bytes: Family<VhostLabels, Counter>,
+    pub connections_open: Gauge,
+    pub cache_hits: Counter,
+    pub cache_misses: Counter,
+    pub cache_bytes: Gauge,
+    pub sendfile_bytes: Counter,
+}
+
+/// Bounded method label.
+pub fn method_label(m: &Method) -> &'static str {
+    match *m {
+        Method::GET => "GET",
+        Method::HEAD => "HEAD",
+        Method::OPTIONS => "OPTIONS",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::DELETE => "DELETE",
+        Method::PATCH => "PATCH",
+        Method::CONNECT => "CONNECT",
+        Method::TRACE => "TRACE",
+        _ => "OTHER",
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Arc<Metrics> {
+        let mut registry = Registry::with_prefix("skiff");
+        let requests = Family::<RequestLabels, Counter>::default();
+        registry.register("http_requests", "HTTP requests answered", requests.clone());
+        let request_duration =
+            Family::new_with_constructor(duration_histogram as fn() -> Histogram);
+        registry.register(
+            "http_request_duration_seconds",
+            "Time from a complete request head to the response being handed to the kernel",
+            request_duration.clone(),
+        );
+        let response_bytes = Family::<VhostLabels, Counter>::default();
+        registry.register(
+            "http_response_bytes",
+            "Response body bytes sent",
+            response_bytes.clone(),
+        );
+        let connections_open = Gauge::default();
+        registry.register(
+            "connections_open",
+            "Client connections currently open",
+            connections_open.clone(),
+        );
+        let cache_hits = Counter::default();
+        registry.register(
+            "cache_hits",
+            "I/O cache lookups served from memory",
+            cache_hits.clone(),
+        );
+        let cache_misses = Counter::default();
+        registry.register(
+            "cache_misses",
+            "I/O cache lookups that went to the file system",
+            cache_misses.clone(),
+        );
+        let cache_bytes = Gauge::default();
+        registry.register(
+            "cache_bytes",
+            "Bytes held by the I/O cache",
+            cache_bytes.clone(),
+        );
+        let sendfile_bytes = Counter::default();
+        registry.register(
+            "sendfile_bytes",
+            "Body bytes sent with sendfile(2)",
+            sendfile_bytes.clone(),
+        );
+        registry.register(
+            "build",
+            "Build information",
+            Info::new(BuildLabels {
+                version: env!("CARGO_PKG_VERSION"),
+            }),
+        );
+        Arc::new(Metrics {
+            registry,
+            requests,
+            request_duration,
+            response_bytes,
+            connections_open,
+            cache_hits,
+            cache_misses,
+            cache_bytes,
+            sendfile_bytes,
+        })
+    }
+
+    /// The text exposition.
+    pub fn encode(&self) -> String {
+        let mut out = String::with_capacity(8192);
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)
+            .expect("writing to a String cannot fail");
+        out
+    }
+}
+
+fn duration_histogram() -> Histogram {
+    // 50 µs .. ~6.5 s
+    Histogram::new(exponential_buckets(0.000_05, 2.0, 18))
+}
+
+/// A worker's memo of metric handles, so the hot path does not hash label sets.
+pub struct WorkerMetrics {
+    pub shared: Arc<Metrics>,
+    vhost: &'static str,
+    counters: Vec<(&'static str, u16, Counter)>,
+    duration: Histogram,
+    bytes: Counter,
+}
+
+impl WorkerMetrics {
+    pub fn new(shared: Arc<Metrics>, vhost: &'static str) -> WorkerMetrics {
+        let labels = VhostLabels { vhost };
+        let duration = shared.request_duration.get_or_create(&labels).clone();
+        let bytes = shared.response_bytes.get_or_create(&labels).clone();
+        WorkerMetrics {
+            shared,
+            vhost,
+            counters: Vec::new(),
+            duration,
+            bytes,
+        }
+    }
+
+    pub fn record(
+        &mut self,
+        method: &Method,
+        status: u16,
+        body_bytes: u64,
+        seconds: f64,
+        cache_hit: Option<bool>,
+    ) {
+        let m = method_label(method);
+        match self
+            .counters
+            .iter()
+            .find(|(cm, cs, _)| *cs == status && std::ptr::eq(*cm, m))
+        {
+            Some((_, _, c)) => {
+                c.inc();
+            }
+            None => {
+                let c = self
+                    .shared
+                    .requests
+                    .get_or_create(&RequestLabels {
+                        vhost: self.vhost,
+                        method: m,
+                        code: status,
+                    })
+                    .clone();
+                c.inc();
+                self.counters.push((m, status, c));
+            }
+        }
+        self.duration.observe(seconds);
+        self.bytes.inc_by(body_bytes);
+        match cache_hit {
+            Some(true) => {
+                self.shared.cache_hits.inc();
+            }
+            Some(false) => {
+                self.shared.cache_misses.inc();
+            }
+            None => {}
+        }
+    }
+}

@@ -1,0 +1,640 @@
+//! The HTTP/1.1 fast path. hyper cannot hand a body to sendfile(2) (hyper #140, #3026), so
+//! plaintext HTTP/1.1 requests for GET, HEAD and OPTIONS without a body are parsed here
+//! with httparse (hyper's own parser) and answered by writing the head and memory bodies
+//! with one writev, and file bodies with sendfile or pread. Pipelined requests are
+//! answered in one batch. Anything else (h2c prior knowledge, request bodies, Expect,
+//! Upgrade, other methods) is handed to hyper together with the bytes already read.
+
+use super::body::send_file_slice;
+use super::hyper_conn;
+use super::rewind::Rewind;
+use super::shutdown::Phase;
+use super::worker::{with_worker, Shared};
+use crate::access_log::LogRecord;
+use crate::http::reply::{Body, Part, Reply};
+use crate::http::request::RequestHead;
+use bytes::Bytes;
+use http::{Method, StatusCode};
+use std::io::{self, IoSlice};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+use tokio::io::Interest;
+use tokio::net::TcpStream;
+use tokio::time::Sleep;
+
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+const MAX_HEADERS: usize = 100;
+const MAX_IOVECS: usize = 64;
+/// Stop parsing more pipelined requests once this much output is queued.
+const MAX_QUEUED_BYTES: usize = 256 * 1024;
+
+enum Next {
+    Close,
+    Handoff,
+}
+
+/// One queued piece of output: head bytes (a range of the head buffer), a shared body
+/// slice, or a file region.
+enum Seg {
+    Head(usize, usize),
+    Mem(Bytes),
+    File(crate::http::reply::FileSlice),
+}
+
+/// Metrics for a response, recorded once its bytes are with the kernel.
+struct Pending {
+    method: Method,
+    status: u16,
+    bytes: u64,
+    start: Instant,
+    cache_hit: Option<bool>,
+}
+
+struct Conn<'s> {
+    stream: TcpStream,
+    peer: SocketAddr,
+    shared: &'s Arc<Shared>,
+    buf: Vec<u8>,
+    start: usize,
+    end: usize,
+    out: Output,
+    read_chunk: Vec<u8>,
+    /// When the current partially received request began, for the header timeout.
+    partial_since: Option<Instant>,
+    last_active: Instant,
+}
+
+pub async fn serve(stream: TcpStream, peer: SocketAddr, shared: &Arc<Shared>) {
+    let limits = &shared.settings.limits;
+    let mut conn = Conn {
+        stream,
+        peer,
+        shared,
+        // One byte more than the limit, to tell "exactly at the limit" from "over it".
+        buf: vec![0u8; limits.max_header_bytes + 1],
+        start: 0,
+        end: 0,
+        out: Output {
+            head: Vec::with_capacity(512),
+            segs: Vec::with_capacity(4),
+            queued_bytes: 0,
+            pending: Vec::with_capacity(4),
+        },
+        read_chunk: Vec::new(),
+        partial_since: None,
+        last_active: Instant::now(),
+    };
+    match conn.run().await {
+        Ok(Next::Close) => {}
+        Ok(Next::Handoff) => {
+            let prefix = Bytes::copy_from_slice(&conn.buf[conn.start..conn.end]);
+            let io = Rewind::new(conn.stream, prefix);
+            hyper_conn::serve(io, conn.peer, shared.clone()).await;
+        }
+        Err(e) => {
+            tracing::debug!(peer = %conn.peer, error = %e, "connection ended with an error");
+        }
+    }
+}
+
+impl Conn<'_> {
+    async fn run(&mut self) -> io::Result<Next> {
+        let mut phase = self.shared.shutdown.subscribe();
+        let keepalive = self.shared.settings.limits.keepalive_timeout;
+        let header_timeout = self.shared.settings.limits.header_timeout;
+        // One timer per connection, re-armed lazily: requests only move `last_active`,
+        // and the timer re-checks the real deadline when it fires.
+        let mut timer: std::pin::Pin<Box<Sleep>> = Box::pin(tokio::time::sleep_until(
+            (self.last_active + keepalive).into(),
+        ));
+        let mut timer_for_partial = false;
+        loop {
+            // Answer every complete request already buffered.
+            loop {
+                match self.next_request()? {
+                    Parsed::Complete(keep_alive) => {
+                        if !keep_alive {
+                            self.flush().await?;
+                            return Ok(Next::Close);
+                        }
+                        if self.out.queued_bytes >= MAX_QUEUED_BYTES {
+                            self.flush().await?;
+                        }
+                    }
+                    Parsed::Incomplete => break,
+                    Parsed::Handoff => {
+                        self.flush().await?;
+                        return Ok(Next::Handoff);
+                    }
+                    Parsed::Reject(status) => {
+                        self.out.queue_error(status);
+                        self.flush().await?;
+                        return Ok(Next::Close);
+                    }
+                }
+            }
+            self.flush().await?;
+            if self.start == self.end {
+                self.start = 0;
+                self.end = 0;
+                self.partial_since = None;
+                if *phase.borrow() >= Phase::Stopping {
+                    return Ok(Next::Close);
+                }
+            } else if self.partial_since.is_none() {
+                self.partial_since = Some(Instant::now());
+            }
+            if self.partial_since.is_some() && !timer_for_partial {
+                timer_for_partial = true;
+                timer
+                    .as_mut()
+                    .reset((self.partial_since.unwrap() + header_timeout).into());
+            }
+            // Wait for bytes, the deadline, or shutdown (which only closes idle connections).
+            loop {
+                match self.read_some()? {
+                    ReadResult::Data => break,
+                    ReadResult::Eof => return Ok(Next::Close),
+                    ReadResult::WouldBlock => {}
+                }
+                tokio::select! {
+                    biased;
+                    r = self.stream.readable() => r?,
+                    _ = timer.as_mut() => {
+                        let deadline = match self.partial_since {
+                            Some(t) => t + header_timeout,
+                            None => self.last_active + keepalive,
+                        };
+                        if Instant::now() >= deadline {
+                            if self.partial_since.is_some() {
+                                self.out.queue_error(StatusCode::REQUEST_TIMEOUT);
+                                let _ = self.flush().await;
+                            }
+                            return Ok(Next::Close);
+                        }
+                        timer.as_mut().reset(deadline.into());
+                    }
+                    _ = phase.changed(), if self.start == self.end => {
+                        if *phase.borrow() >= Phase::Stopping {
+                            return Ok(Next::Close);
+                        }
+                    }
+                }
+            }
+            if self.partial_since.is_none() && timer_for_partial {
+                timer_for_partial = false;
+                timer.as_mut().reset((self.last_active + keepalive).into());
+            }
+        }
+    }
+
+    /// Reads what the socket has. A short read means the kernel buffer was drained, so
+    /// readiness is cleared right away instead of by a second read that would return EAGAIN.
+    fn read_some(&mut self) -> io::Result<ReadResult> {
+        if self.end == self.buf.len() {
+            if self.start == 0 {
+                // Full buffer with no complete request: next_request reports 431/414.
+                return Ok(ReadResult::Data);
+            }
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        let stream = &self.stream;
+        let space = &mut self.buf[self.end..];
+        let cap = space.len();
+        let mut got = 0usize;
+        let r = stream.try_io(Interest::READABLE, || {
+            let n = rustix::io::read(stream, &mut *space).map_err(io::Error::from)?;
+            got = n;
+            if n > 0 && n < cap {
+                Err(io::ErrorKind::WouldBlock.into())
+            } else {
+                Ok(n)
+            }
+        });
+        match r {
+            Ok(0) => Ok(ReadResult::Eof),
+            Ok(n) => {
+                self.end += n;
+                Ok(ReadResult::Data)
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                if got > 0 {
+                    self.end += got;
+                    Ok(ReadResult::Data)
+                } else {
+                    Ok(ReadResult::WouldBlock)
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::ConnectionReset => Ok(ReadResult::Eof),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn next_request(&mut self) -> io::Result<Parsed> {
+        // RFC 9112 §2.2: ignore empty lines before a request-line.
+        while self.start < self.end && matches!(self.buf[self.start], b'\r' | b'\n') {
+            self.start += 1;
+        }
+        if self.start == self.end {
+            return Ok(Parsed::Incomplete);
+        }
+        let data = &self.buf[self.start..self.end];
+        if data.len() < H2_PREFACE.len() && H2_PREFACE.starts_with(data) {
+            return Ok(Parsed::Incomplete);
+        }
+        if data.starts_with(H2_PREFACE) {
+            return Ok(Parsed::Handoff);
+        }
+        let limits = &self.shared.settings.limits;
+        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        let mut req = httparse::Request::new(&mut headers);
+        let consumed = match req.parse(data) {
+            Ok(httparse::Status::Complete(n)) => n,
+            Ok(httparse::Status::Partial) => {
+                let line_end = data.iter().position(|&b| b == b'\n');
+                if line_end.is_none_or(|e| e > limits.max_request_line)
+                    && data.len() > limits.max_request_line
+                {
+                    return Ok(Parsed::Reject(StatusCode::URI_TOO_LONG));
+                }
+                if data.len() > limits.max_header_bytes {
+                    return Ok(Parsed::Reject(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE));
+                }
+                return Ok(Parsed::Incomplete);
+            }
+            Err(httparse::Error::TooManyHeaders) => {
+                return Ok(Parsed::Reject(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE))
+            }
+            Err(httparse::Error::Version) if data.starts_with(b"PRI ") => {
+                return Ok(Parsed::Handoff)
+            }
+            Err(_) => return Ok(Parsed::Reject(StatusCode::BAD_REQUEST)),
+        };
+        let (Some(method), Some(target), Some(minor)) = (req.method, req.path, req.version) else {
+            return Ok(Parsed::Reject(StatusCode::BAD_REQUEST));
+        };
+        let line_len = method.len() + target.len() + 10;
+        if line_len > limits.max_request_line {
+            return Ok(Parsed::Reject(StatusCode::URI_TOO_LONG));
+        }
+        let method = match method {
+            "GET" => Method::GET,
+            "HEAD" => Method::HEAD,
+            "OPTIONS" => Method::OPTIONS,
+            // Other methods may carry bodies and will be routed to backends: hyper's job.
+            _ => return Ok(Parsed::Handoff),
+        };
+        let mut head = RequestHead {
+            method,
+            target,
+            ..Default::default()
+        };
+        let (path, query) = RequestHead::split_target(target);
+        head.path = path;
+        head.query = query;
+        let mut close = minor == 0;
+        for h in req.headers.iter() {
+            let name = h.name.as_bytes();
+            match name.len() {
+                10 if name.eq_ignore_ascii_case(b"connection") => {
+                    for token in h.value.split(|&b| b == b',') {
+                        let token = token.trim_ascii();
+                        if token.eq_ignore_ascii_case(b"close") {
+                            close = true;
+                        } else if token.eq_ignore_ascii_case(b"keep-alive") && minor == 0 {
+                            close = false;
+                        } else if token.eq_ignore_ascii_case(b"upgrade") {
+                            return Ok(Parsed::Handoff);
+                        }
+                    }
+                }
+                14 if name.eq_ignore_ascii_case(b"content-length") => {
+                    if h.value.trim_ascii() != b"0" {
+                        return Ok(Parsed::Handoff);
+                    }
+                }
+                17 if name.eq_ignore_ascii_case(b"transfer-encoding") => {
+                    return Ok(Parsed::Handoff)
+                }
+                6 if name.eq_ignore_ascii_case(b"expect") => return Ok(Parsed::Handoff),
+                _ => head.note_header(name, h.value),
+            }
+        }
+        let start = Instant::now();
+        self.last_active = start;
+        let reply = if minor == 1 && head.host.is_none() {
+            // RFC 9112 §3.2: a 1.1 request without Host is rejected.
+            close = true;
+            Reply::error(StatusCode::BAD_REQUEST)
+        } else if head.path == "*" {
+            if head.method == Method::OPTIONS {
+                Reply::new(StatusCode::NO_CONTENT).header(
+                    http::header::ALLOW,
+                    http::HeaderValue::from_static("GET, HEAD, OPTIONS"),
+                )
+            } else {
+                Reply::error(StatusCode::BAD_REQUEST)
+            }
+        } else {
+            self.shared.statics.respond(&head)
+        };
+        let draining = self.shared.shutdown.phase() >= Phase::Stopping;
+        let close = close || draining;
+        let is_head = head.method == Method::HEAD;
+        let sent = reply.body.len();
+        let status = reply.status.as_u16();
+        let cache_hit = matches!(
+            reply.status,
+            StatusCode::OK | StatusCode::NOT_MODIFIED | StatusCode::PARTIAL_CONTENT
+        )
+        .then_some(reply.cache_hit);
+        self.out.queue_reply(reply, minor, close, is_head);
+        let body_bytes = if is_head { 0 } else { sent };
+        with_worker(|w| {
+            if w.log.enabled() {
+                w.log.log(&LogRecord {
+                    remote: self.peer.ip(),
+                    method: head.method.as_str(),
+                    target: head.target,
+                    version: if minor == 1 { "HTTP/1.1" } else { "HTTP/1.0" },
+                    status,
+                    bytes: body_bytes,
+                    referer: head.referer,
+                    user_agent: head.user_agent,
+                    duration_us: start.elapsed().as_micros() as u64,
+                });
+            }
+        });
+        self.out.pending.push(Pending {
+            method: head.method.clone(),
+            status,
+            bytes: body_bytes,
+            start,
+            cache_hit,
+        });
+        self.start += consumed;
+        Ok(Parsed::Complete(!close))
+    }
+
+    /// Writes everything queued: runs of memory segments with writev, files with sendfile
+    /// or pread. Then records the metrics of the responses just sent.
+    async fn flush(&mut self) -> io::Result<()> {
+        let result = self.write_segments().await;
+        let out = &mut self.out;
+        out.segs.clear();
+        out.head.clear();
+        out.queued_bytes = 0;
+        if !out.pending.is_empty() {
+            let now = Instant::now();
+            with_worker(|w| {
+                for p in out.pending.drain(..) {
+                    let secs = now.duration_since(p.start).as_secs_f64();
+                    w.metrics
+                        .record(&p.method, p.status, p.bytes, secs, p.cache_hit);
+                }
+            });
+            out.pending.clear();
+        }
+        result
+    }
+
+    async fn write_segments(&mut self) -> io::Result<()> {
+        let Output { head, segs, .. } = &self.out;
+        let mut i = 0;
+        let mut skip = 0usize; // bytes of segs[i] already written
+        while i < segs.len() {
+            if let Seg::File(f) = &segs[i] {
+                let settings = &self.shared.settings;
+                let sent = send_file_slice(
+                    &self.stream,
+                    f,
+                    settings.sendfile_min_bytes,
+                    &mut self.read_chunk,
+                    settings.read_chunk_bytes,
+                )
+                .await?;
+                if sent.via_sendfile > 0 {
+                    self.shared.metrics.sendfile_bytes.inc_by(sent.via_sendfile);
+                }
+                i += 1;
+                continue;
+            }
+            // Gather a run of memory segments.
+            let mut iov: [IoSlice<'_>; MAX_IOVECS] = [IoSlice::new(&[]); MAX_IOVECS];
+            let mut n_iov = 0;
+            let mut j = i;
+            let mut more_follows = false;
+            while j < segs.len() && n_iov < MAX_IOVECS {
+                let slice: &[u8] = match &segs[j] {
+                    Seg::Head(a, b) => &head[*a..*b],
+                    Seg::Mem(b) => b,
+                    Seg::File(_) => {
+                        more_follows = true;
+                        break;
+                    }
+                };
+                let slice = if j == i { &slice[skip..] } else { slice };
+                iov[n_iov] = IoSlice::new(slice);
+                n_iov += 1;
+                j += 1;
+            }
+            let written = write_vectored(&self.stream, &iov[..n_iov], more_follows).await?;
+            // Advance over what was written.
+            let mut left = written;
+            while left > 0 {
+                let len = seg_len(&segs[i]) - skip;
+                if left >= len {
+                    left -= len;
+                    i += 1;
+                    skip = 0;
+                } else {
+                    skip += left;
+                    left = 0;
+                }
+            }
+            // Skip empty memory segments (e.g. an empty body).
+            while i < segs.len() && !matches!(segs[i], Seg::File(_)) && seg_len(&segs[i]) == skip {
+                i += 1;
+                skip = 0;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Responses queued but not yet written.
+struct Output {
+    head: Vec<u8>,
+    segs: Vec<Seg>,
+    queued_bytes: usize,
+    pending: Vec<Pending>,
+}
+
+impl Output {
+    fn queue_error(&mut self, status: StatusCode) {
+        let reply = Reply::error(status);
+        self.queue_reply(reply, 1, true, false);
+    }
+
+    /// Serializes the head into the head buffer and queues the body segments.
+    fn queue_reply(&mut self, reply: Reply, minor: u8, close: bool, head_only: bool) {
+        let h = &mut self.head;
+        let from = h.len();
+        h.extend_from_slice(b"HTTP/1.1 ");
+        h.extend_from_slice(reply.status.as_str().as_bytes());
+        h.push(b' ');
+        h.extend_from_slice(
+            reply
+                .status
+                .canonical_reason()
+                .unwrap_or("Unknown")
+                .as_bytes(),
+        );
+        h.extend_from_slice(b"\r\nServer: skiff\r\nDate: ");
+        crate::http::date::with_http_date(|d| h.extend_from_slice(d.as_bytes()));
+        h.extend_from_slice(b"\r\n");
+        for (name, value) in &reply.headers {
+            h.extend_from_slice(name.as_str().as_bytes());
+            h.extend_from_slice(b": ");
+            h.extend_from_slice(value.as_bytes());
+            h.extend_from_slice(b"\r\n");
+        }
+        let with_body = reply.has_body_semantics();
+        if with_body {
+            h.extend_from_slice(b"Content-Length: ");
+            push_decimal(h, reply.body.len());
+            h.extend_from_slice(b"\r\n");
+        }
+        if close {
+            h.extend_from_slice(b"Connection: close\r\n");
+        } else if minor == 0 {
+            h.extend_from_slice(b"Connection: keep-alive\r\n");
+        }
+        h.extend_from_slice(b"\r\n");
+        let to = h.len();
+        // Merge with a directly preceding head range (pipelined bodiless replies).
+        match self.segs.last_mut() {
+            Some(Seg::Head(_, end)) if *end == from => *end = to,
+            _ => self.segs.push(Seg::Head(from, to)),
+        }
+        self.queued_bytes += to - from;
+        if !with_body || head_only {
+            return;
+        }
+        let mut push = |seg: Seg, n: u64| {
+            self.queued_bytes += n as usize;
+            self.segs.push(seg);
+        };
+        match reply.body {
+            Body::Empty => {}
+            Body::Bytes(b) => {
+                let n = b.len() as u64;
+                push(Seg::Mem(b), n)
+            }
+            Body::File(f) => {
+                let n = f.len;
+                push(Seg::File(f), n.min(MAX_QUEUED_BYTES as u64))
+            }
+            Body::Parts(parts) => {
+                for p in parts {
+                    match p {
+                        Part::Bytes(b) => {
+                            let n = b.len() as u64;
+                            push(Seg::Mem(b), n)
+                        }
+                        Part::File(f) => {
+                            let n = f.len;
+                            push(Seg::File(f), n.min(MAX_QUEUED_BYTES as u64))
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn seg_len(seg: &Seg) -> usize {
+    match seg {
+        Seg::Head(a, b) => b - a,
+        Seg::Mem(b) => b.len(),
+        Seg::File(f) => f.len as usize,
+    }
+}
+
+/// One writev (or sendmsg with MSG_MORE when a file body follows, so the head and the
+/// first file bytes share a packet), waiting for writability as needed.
+async fn write_vectored(
+    stream: &TcpStream,
+    iov: &[IoSlice<'_>],
+    more_follows: bool,
+) -> io::Result<usize> {
+    if iov.iter().all(|s| s.is_empty()) {
+        return Ok(0);
+    }
+    loop {
+        let r = stream.try_io(Interest::WRITABLE, || {
+            if more_follows {
+                rustix::net::sendmsg(
+                    stream,
+                    iov,
+                    &mut rustix::net::SendAncillaryBuffer::default(),
+                    rustix::net::SendFlags::MORE | rustix::net::SendFlags::NOSIGNAL,
+                )
+                .map_err(io::Error::from)
+            } else {
+                rustix::io::writev(stream, iov).map_err(io::Error::from)
+            }
+        });
+        match r {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => return Ok(n),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => stream.writable().await?,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+fn push_decimal(out: &mut Vec<u8>, mut v: u64) {
+    let mut tmp = [0u8; 20];
+    let mut i = tmp.len();
+    loop {
+        i -= 1;
+        tmp[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&tmp[i..]);
+}
+
+enum Parsed {
+    /// A request was answered (queued); the flag says whether the connection stays open.
+    Complete(bool),
+    Incomplete,
+    Handoff,
+    Reject(StatusCode),
+}
+
+enum ReadResult {
+    Data,
+    Eof,
+    WouldBlock,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::push_decimal;
+
+    #[test]
+    fn decimal_formatting() {
+        for v in [0u64, 7, 10, 1795, u64::MAX] {
+            let mut out = Vec::new();
+            push_decimal(&mut out, v);
+            assert_eq!(String::from_utf8(out).unwrap(), v.to_string());
+        }
+    }
+}

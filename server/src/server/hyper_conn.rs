@@ -1,0 +1,156 @@
+//! The hyper path: HTTP/2 with prior knowledge (h2c) and every HTTP/1.1 request the fast
+//! path does not take. Requests go through the same handler as the fast path, so both
+//! paths answer identically.
+
+use super::body::ReplyBody;
+use super::rewind::Rewind;
+use super::shutdown::stopping;
+use super::worker::{with_worker, Shared};
+use crate::access_log::LogRecord;
+use crate::http::reply::Reply;
+use crate::http::request::RequestHead;
+use http::header::{CONTENT_LENGTH, DATE, SERVER};
+use http::{HeaderValue, Method, Request, Response, StatusCode, Version};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+use tokio::net::TcpStream;
+
+pub async fn serve(io: Rewind<TcpStream>, peer: SocketAddr, shared: Arc<Shared>) {
+    let limits = shared.settings.limits.clone();
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_timeout)
+        .max_buf_size(limits.max_header_bytes.max(8192))
+        .max_headers(100)
+        .keep_alive(true);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_header_list_size(limits.max_header_bytes as u32)
+        .max_concurrent_streams(128);
+    let svc_shared = shared.clone();
+    let service = service_fn(move |req| {
+        let shared = svc_shared.clone();
+        async move { Ok::<_, Infallible>(handle(req, peer, &shared)) }
+    });
+    let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
+    tokio::pin!(conn);
+    let mut phase = shared.shutdown.subscribe();
+    tokio::select! {
+        r = conn.as_mut() => {
+            if let Err(e) = r {
+                tracing::debug!(peer = %peer, error = %e, "connection error");
+            }
+        }
+        _ = stopping(&mut phase) => {
+            conn.as_mut().graceful_shutdown();
+            if let Err(e) = conn.await {
+                tracing::debug!(peer = %peer, error = %e, "connection error while draining");
+            }
+        }
+    }
+}
+
+fn handle(req: Request<Incoming>, peer: SocketAddr, shared: &Shared) -> Response<ReplyBody> {
+    let start = Instant::now();
+    let (parts, _body) = req.into_parts();
+    let target = parts.uri.path_and_query().map_or("/", |pq| pq.as_str());
+    let mut head = RequestHead {
+        method: parts.method.clone(),
+        target,
+        ..Default::default()
+    };
+    let (path, query) = RequestHead::split_target(target);
+    head.path = path;
+    head.query = query;
+    for (name, value) in parts.headers.iter() {
+        head.note_header(name.as_str().as_bytes(), value.as_bytes());
+    }
+    // HTTP/2 carries the host in :authority.
+    let authority = parts.uri.authority().map(|a| a.as_str().as_bytes());
+    if head.host.is_none() {
+        head.host = authority;
+    }
+    let reply = if parts.version == Version::HTTP_11 && head.host.is_none() {
+        Reply::error(StatusCode::BAD_REQUEST)
+    } else if head.path == "*" && head.method == Method::OPTIONS {
+        Reply::new(StatusCode::NO_CONTENT).header(
+            http::header::ALLOW,
+            HeaderValue::from_static("GET, HEAD, OPTIONS"),
+        )
+    } else {
+        shared.statics.respond(&head)
+    };
+    let status = reply.status;
+    let head_only = head.method == Method::HEAD;
+    let body_len = reply.body.len();
+    let cache_hit = matches!(
+        status,
+        StatusCode::OK | StatusCode::NOT_MODIFIED | StatusCode::PARTIAL_CONTENT
+    )
+    .then_some(reply.cache_hit);
+    let sent = if head_only { 0 } else { body_len };
+    let version = match parts.version {
+        Version::HTTP_2 => "HTTP/2.0",
+        Version::HTTP_10 => "HTTP/1.0",
+        _ => "HTTP/1.1",
+    };
+    with_worker(|w| {
+        w.metrics.record(
+            &head.method,
+            status.as_u16(),
+            sent,
+            start.elapsed().as_secs_f64(),
+            cache_hit,
+        );
+        if w.log.enabled() {
+            w.log.log(&LogRecord {
+                remote: peer.ip(),
+                method: head.method.as_str(),
+                target: head.target,
+                version,
+                status: status.as_u16(),
+                bytes: sent,
+                referer: head.referer,
+                user_agent: head.user_agent,
+                duration_us: start.elapsed().as_micros() as u64,
+            });
+        }
+    });
+    into_response(reply, head_only, shared.settings.read_chunk_bytes)
+}
+
+fn into_response(reply: Reply, head_only: bool, chunk: usize) -> Response<ReplyBody> {
+    let has_body = reply.has_body_semantics();
+    let len = reply.body.len();
+    let body = if head_only || !has_body {
+        ReplyBody::empty()
+    } else {
+        ReplyBody::new(reply.body, chunk)
+    };
+    let mut resp = Response::new(body);
+    *resp.status_mut() = reply.status;
+    let headers = resp.headers_mut();
+    headers.reserve(reply.headers.len() + 3);
+    headers.insert(SERVER, HeaderValue::from_static("skiff"));
+    crate::http::date::with_http_date(|d| {
+        if let Ok(v) = HeaderValue::from_str(d) {
+            headers.insert(DATE, v);
+        }
+    });
+    for (name, value) in reply.headers {
+        headers.append(name, value);
+    }
+    if has_body {
+        headers.insert(CONTENT_LENGTH, HeaderValue::from(len));
+    }
+    resp
+}

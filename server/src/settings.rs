@@ -1,0 +1,57 @@
+//! Everything a running server needs to know, independent of where it came from
+//! (the `serve` flags today, a config file later).
+
+use crate::access_log::LogFormat;
+use crate::cache::CacheSettings;
+use crate::static_files::StaticOptions;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Request head (request line plus headers) bytes; past this: 431.
+    pub max_header_bytes: usize,
+    /// Request-line bytes; past this: 414.
+    pub max_request_line: usize,
+    /// Time allowed to receive a complete request head once it has begun (slowloris).
+    pub header_timeout: Duration,
+    /// Time an idle keep-alive connection is kept open.
+    pub keepalive_timeout: Duration,
+    pub max_connections: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_header_bytes: 16 * 1024,
+            max_request_line: 8 * 1024,
+            header_timeout: Duration::from_secs(10),
+            keepalive_timeout: Duration::from_secs(75),
+            max_connections: 10_000,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub root: PathBuf,
+    pub listen: SocketAddr,
+    pub admin_listen: Option<SocketAddr>,
+    pub threads: usize,
+    pub cache: CacheSettings,
+    pub statics: StaticOptions,
+    pub index_files: Vec<String>,
+    pub follow_symlinks_outside_root: bool,
+    pub limits: Limits,
+    pub access_log: LogFormat,
+    /// File bodies of at least this many bytes go out with sendfile(2) on plaintext
+    /// HTTP/1.1; smaller ones with pread(2)+write. Chosen by measurement (BENCHMARKS.md).
+    pub sendfile_min_bytes: u64,
+    /// Buffer size for the pread path.
+    pub read_chunk_bytes: usize,
+    /// After SIGTERM, /readyz fails at once; listening stops after this delay.
+    pub shutdown_delay: Duration,
+    /// In-flight responses get this long to finish before the process exits anyway.
+    pub shutdown_grace: Duration,
+}

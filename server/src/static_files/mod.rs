@@ -1,0 +1,277 @@
+//! The static file handler: maps the request path, consults the I/O cache, negotiates a
+//! precompressed sidecar, then applies RFC 9110 preconditions and ranges. No sockets here,
+//! so every behaviour is testable by calling `respond` directly.
+
+mod listing;
+
+use crate::cache::{Data, FileCache, FileEntry, Hit, Lookup, Variant};
+use crate::fs::path::{clean_request_path, PathPolicy};
+use crate::http::conditional::{self, Outcome, Validators};
+use crate::http::encoding::negotiate;
+use crate::http::range::{self, ByteRange, RangeOutcome};
+use crate::http::reply::{Body, FileSlice, Part, Reply};
+use crate::http::request::RequestHead;
+use bytes::Bytes;
+use http::header::{
+    ACCEPT_RANGES, ALLOW, CACHE_CONTROL, CONTENT_ENCODING, CONTENT_RANGE, CONTENT_TYPE, ETAG,
+    LAST_MODIFIED, LOCATION, VARY,
+};
+use http::{HeaderValue, Method, StatusCode};
+
+const ALLOWED: HeaderValue = HeaderValue::from_static("GET, HEAD, OPTIONS");
+
+#[derive(Debug, Clone)]
+pub struct StaticOptions {
+    pub allow_hidden: bool,
+    pub listing: bool,
+    /// Cache-Control sent with files and their 304s, if any.
+    pub cache_control: Option<HeaderValue>,
+}
+
+pub struct StaticFiles {
+    cache: FileCache,
+    options: StaticOptions,
+    boundary: String,
+}
+
+impl StaticFiles {
+    pub fn new(cache: FileCache, options: StaticOptions) -> StaticFiles {
+        // The multipart boundary only has to be absent from the parts; a per-process
+        // value derived from time and pid is enough for that.
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0)
+            ^ (std::process::id() as u128) << 64;
+        StaticFiles {
+            cache,
+            options,
+            boundary: format!("skiff-{:032x}", seed),
+        }
+    }
+
+    pub fn cache(&self) -> &FileCache {
+        &self.cache
+    }
+
+    pub fn respond(&self, req: &RequestHead<'_>) -> Reply {
+        let safe = match req.method {
+            Method::GET | Method::HEAD => true,
+            Method::OPTIONS => return Reply::new(StatusCode::NO_CONTENT).header(ALLOW, ALLOWED),
+            _ => return Reply::error(StatusCode::METHOD_NOT_ALLOWED).header(ALLOW, ALLOWED),
+        };
+        let policy = PathPolicy {
+            allow_hidden: self.options.allow_hidden,
+        };
+        let path = match clean_request_path(req.path, policy) {
+            Ok(p) => p,
+            Err(e) if e.is_not_found() => return Reply::error(StatusCode::NOT_FOUND),
+            Err(e) => {
+                tracing::debug!(path = req.path, error = %e, "rejected request path");
+                return Reply::error(StatusCode::BAD_REQUEST);
+            }
+        };
+        let found =
+            match self
+                .cache
+                .lookup(path.as_str(), path.relative(), path.has_trailing_slash())
+            {
+                Ok(f) => f,
+                Err(e) => {
+                    tracing::warn!(path = path.as_str(), error = %e, "file lookup failed");
+                    return Reply::error(StatusCode::INTERNAL_SERVER_ERROR);
+                }
+            };
+        match found {
+            Lookup::File(entry, hit) => {
+                let mut reply = self.file_reply(req, &entry, safe);
+                reply.cache_hit = hit == Hit::Hit;
+                reply
+            }
+            Lookup::RedirectToSlash => {
+                let mut location = String::with_capacity(
+                    req.path.len() + 1 + req.query.map_or(0, |q| q.len() + 1),
+                );
+                location.push_str(req.path);
+                location.push('/');
+                if let Some(q) = req.query {
+                    location.push('?');
+                    location.push_str(q);
+                }
+                match HeaderValue::from_str(&location) {
+                    Ok(v) => Reply::error(StatusCode::MOVED_PERMANENTLY).header(LOCATION, v),
+                    Err(_) => Reply::error(StatusCode::BAD_REQUEST),
+                }
+            }
+            Lookup::Directory(rel) if self.options.listing => {
+                match listing::render(
+                    self.cache.root(),
+                    &rel,
+                    path.as_str(),
+                    self.options.allow_hidden,
+                ) {
+                    Ok(html) => {
+                        let mut r = Reply::new(StatusCode::OK).header(
+                            CONTENT_TYPE,
+                            HeaderValue::from_static("text/html; charset=utf-8"),
+                        );
+                        r.body = Body::Bytes(Bytes::from(html));
+                        r
+                    }
+                    Err(e) => {
+                        tracing::warn!(path = path.as_str(), error = %e, "directory listing failed");
+                        Reply::error(StatusCode::INTERNAL_SERVER_ERROR)
+                    }
+                }
+            }
+            Lookup::Directory(_) | Lookup::Forbidden => Reply::error(StatusCode::FORBIDDEN),
+            Lookup::NotFound => Reply::error(StatusCode::NOT_FOUND),
+        }
+    }
+
+    fn file_reply(&self, req: &RequestHead<'_>, entry: &FileEntry, safe: bool) -> Reply {
+        let encoding = if entry.available.is_empty() {
+            None
+        } else {
+            negotiate(req.accept_encoding, &entry.available)
+        };
+        let variant = entry.variant(encoding);
+        let validators = Validators {
+            etag: variant.etag.to_str().unwrap_or(""),
+            last_modified: variant.modified,
+        };
+        let vary = !entry.available.is_empty();
+        match conditional::evaluate(&req.preconditions, &validators, safe) {
+            Outcome::Proceed => {}
+            Outcome::NotModified => {
+                let mut r = Reply::new(StatusCode::NOT_MODIFIED);
+                r.headers.reserve(4);
+                r.headers.push((ETAG, variant.etag.clone()));
+                r.headers
+                    .push((LAST_MODIFIED, variant.last_modified.clone()));
+                self.push_cache_headers(&mut r, vary);
+                return r;
+            }
+            Outcome::PreconditionFailed => return Reply::error(StatusCode::PRECONDITION_FAILED),
+        }
+
+        let mut r = Reply::new(StatusCode::OK);
+        r.headers.reserve(7);
+        r.headers.push((CONTENT_TYPE, entry.content_type.clone()));
+        r.headers
+            .push((LAST_MODIFIED, variant.last_modified.clone()));
+        r.headers.push((ETAG, variant.etag.clone()));
+        r.headers
+            .push((ACCEPT_RANGES, HeaderValue::from_static("bytes")));
+        if let Some(e) = variant.encoding {
+            r.headers
+                .push((CONTENT_ENCODING, HeaderValue::from_static(e.token())));
+        }
+        self.push_cache_headers(&mut r, vary);
+
+        let ranges = match req.range {
+            Some(h) if req.method == Method::GET => {
+                if req
+                    .if_range
+                    .is_none_or(|ir| conditional::if_range_allows(ir, &validators))
+                {
+                    range::parse(h, variant.len)
+                } else {
+                    RangeOutcome::Ignore
+                }
+            }
+            _ => RangeOutcome::Ignore,
+        };
+        match ranges {
+            RangeOutcome::Ignore => {
+                r.body = whole(variant);
+            }
+            RangeOutcome::Unsatisfiable => {
+                let mut e = Reply::error(StatusCode::RANGE_NOT_SATISFIABLE);
+                e.headers.push((
+                    CONTENT_RANGE,
+                    header_value(format!("bytes */{}", variant.len)),
+                ));
+                return e;
+            }
+            RangeOutcome::Ranges(list) if list.len() == 1 => {
+                let br = list[0];
+                r.status = StatusCode::PARTIAL_CONTENT;
+                r.headers.push((
+                    CONTENT_RANGE,
+                    header_value(format!("bytes {}-{}/{}", br.start, br.end, variant.len)),
+                ));
+                r.body = slice(variant, br);
+            }
+            RangeOutcome::Ranges(list) => {
+                r.status = StatusCode::PARTIAL_CONTENT;
+                let ctype = entry
+                    .content_type
+                    .to_str()
+                    .unwrap_or("application/octet-stream");
+                let mut parts = Vec::with_capacity(list.len() * 2 + 1);
+                for br in &list {
+                    let head = format!(
+                        "\r\n--{}\r\nContent-Type: {}\r\nContent-Range: bytes {}-{}/{}\r\n\r\n",
+                        self.boundary, ctype, br.start, br.end, variant.len
+                    );
+                    parts.push(Part::Bytes(Bytes::from(head)));
+                    parts.push(match slice(variant, *br) {
+                        Body::Bytes(b) => Part::Bytes(b),
+                        Body::File(f) => Part::File(f),
+                        _ => unreachable!("slice gives bytes or a file"),
+                    });
+                }
+                parts.push(Part::Bytes(Bytes::from(format!(
+                    "\r\n--{}--\r\n",
+                    self.boundary
+                ))));
+                r.headers[0] = (
+                    CONTENT_TYPE,
+                    header_value(format!("multipart/byteranges; boundary={}", self.boundary)),
+                );
+                r.body = Body::Parts(parts);
+            }
+        }
+        r
+    }
+
+    fn push_cache_headers(&self, r: &mut Reply, vary: bool) {
+        if let Some(cc) = &self.options.cache_control {
+            r.headers.push((CACHE_CONTROL, cc.clone()));
+        }
+        if vary {
+            r.headers
+                .push((VARY, HeaderValue::from_static("Accept-Encoding")));
+        }
+    }
+}
+
+fn whole(v: &Variant) -> Body {
+    match &v.data {
+        Data::Memory(b) => Body::Bytes(b.clone()),
+        Data::File(f) => Body::File(FileSlice {
+            file: f.clone(),
+            offset: 0,
+            len: v.len,
+        }),
+    }
+}
+
+fn slice(v: &Variant, br: ByteRange) -> Body {
+    match &v.data {
+        Data::Memory(b) => Body::Bytes(b.slice(br.start as usize..=br.end as usize)),
+        Data::File(f) => Body::File(FileSlice {
+            file: f.clone(),
+            offset: br.start,
+            len: br.len(),
+        }),
+    }
+}
+
+fn header_value(s: String) -> HeaderValue {
+    HeaderValue::from_str(&s).expect("generated header values are visible ASCII")
+}
+
+#[cfg(test)]
+mod tests;
