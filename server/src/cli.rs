@@ -91,7 +91,7 @@ pub struct ServeArgs {
     /// Idle keep-alive connections are closed after this long.
     #[arg(long, default_value = "75s", value_parser = humantime::parse_duration, env = "SKIFF_KEEPALIVE_TIMEOUT")]
     pub keepalive_timeout: Duration,
-    /// Connections beyond this wait in the kernel's accept queue.
+    /// Connections beyond this are held, unserved, until others close.
     #[arg(long, default_value_t = 10_000, env = "SKIFF_MAX_CONNECTIONS")]
     pub max_connections: usize,
     /// File bodies of at least this size use sendfile(2); smaller ones pread(2)+write.
@@ -216,12 +216,12 @@ pub fn serve(settings: Settings) -> Result<(), String> {
     let (addr, workers) = server::run(shared.clone())
         .map_err(|e| format!("cannot listen on {}: {e}", shared.settings.listen))?;
     let admin_addr = admin_listener.as_ref().and_then(|l| l.local_addr().ok());
+    // Tests and scripts read the bound addresses from this line (port 0 picks a free one).
+    let admin_text = admin_addr.map_or_else(|| "off".to_owned(), |a| a.to_string());
     tracing::info!(
-        listen = %addr,
-        admin = ?admin_addr,
         threads = shared.settings.threads,
         root = %shared.settings.root.display(),
-        "skiff listening on {addr}"
+        "skiff listening on {addr} admin {admin_text}"
     );
     let grace = shared.settings.shutdown_grace;
     let delay = shared.settings.shutdown_delay;

@@ -145,11 +145,9 @@ impl Conn<'_> {
             } else if self.partial_since.is_none() {
                 self.partial_since = Some(Instant::now());
             }
-            if self.partial_since.is_some() && !timer_for_partial {
+            if let (Some(since), false) = (self.partial_since, timer_for_partial) {
                 timer_for_partial = true;
-                timer
-                    .as_mut()
-                    .reset((self.partial_since.unwrap() + header_timeout).into());
+                timer.as_mut().reset((since + header_timeout).into());
             }
             // Wait for bytes, the deadline, or shutdown (which only closes idle connections).
             loop {

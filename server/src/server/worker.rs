@@ -132,14 +132,6 @@ fn worker_main(listener: std::net::TcpListener, shared: Arc<Shared>) {
 async fn accept_loop(listener: TcpListener, shared: &Arc<Shared>, local: &Arc<AtomicUsize>) {
     let mut phase = shared.shutdown.subscribe();
     loop {
-        let permit = tokio::select! {
-            biased;
-            _ = stopping(&mut phase) => return,
-            p = shared.permits.clone().acquire_owned() => match p {
-                Ok(p) => p,
-                Err(_) => return,
-            },
-        };
         let (stream, peer) = tokio::select! {
             biased;
             _ = stopping(&mut phase) => return,
@@ -151,6 +143,18 @@ async fn accept_loop(listener: TcpListener, shared: &Arc<Shared>, local: &Arc<At
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     continue;
                 }
+            },
+        };
+        // The permit is taken after accept: with one SO_REUSEPORT listener per worker, a
+        // worker waiting for a permit before accepting could be handed one while the
+        // waiting connection sits in another worker's queue. This way only a worker that
+        // holds a connection waits, and the limit stays exact across workers.
+        let permit = tokio::select! {
+            biased;
+            _ = stopping(&mut phase) => return,
+            p = shared.permits.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => return,
             },
         };
         let _ = stream.set_nodelay(true);

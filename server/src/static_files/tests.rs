@@ -1,1 +1,454 @@
+//! Handler tests without sockets: build a tree, call `respond`, inspect the Reply.
 
+use super::*;
+use crate::cache::CacheSettings;
+use crate::fs::open::Root;
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+struct Site {
+    dir: tempfile::TempDir,
+    files: StaticFiles,
+}
+
+fn site_with(options: StaticOptions, cache: CacheSettings, setup: impl FnOnce(&Path)) -> Site {
+    let dir = tempfile::tempdir().unwrap();
+    setup(dir.path());
+    let root = Root::open(dir.path(), false).unwrap();
+    let cache = FileCache::new(root, cache, vec!["index.html".into(), "index.htm".into()]);
+    Site {
+        files: StaticFiles::new(cache, options),
+        dir,
+    }
+}
+
+fn default_options() -> StaticOptions {
+    StaticOptions {
+        allow_hidden: false,
+        listing: false,
+        cache_control: Some(HeaderValue::from_static("public, max-age=60")),
+    }
+}
+
+fn site(setup: impl FnOnce(&Path)) -> Site {
+    site_with(default_options(), CacheSettings::default(), setup)
+}
+
+fn get(path: &str) -> RequestHead<'_> {
+    RequestHead {
+        method: Method::GET,
+        target: path,
+        path,
+        ..Default::default()
+    }
+}
+
+fn header<'r>(r: &'r Reply, name: &str) -> Option<&'r str> {
+    r.headers
+        .iter()
+        .find(|(n, _)| n.as_str() == name)
+        .map(|(_, v)| v.to_str().unwrap())
+}
+
+fn body(r: &Reply) -> Vec<u8> {
+    use std::os::unix::fs::FileExt;
+    let read = |f: &FileSlice| {
+        let mut v = vec![0; f.len as usize];
+        f.file.read_exact_at(&mut v, f.offset).unwrap();
+        v
+    };
+    match &r.body {
+        Body::Empty => vec![],
+        Body::Bytes(b) => b.to_vec(),
+        Body::File(f) => read(f),
+        Body::Parts(parts) => parts
+            .iter()
+            .flat_map(|p| match p {
+                Part::Bytes(b) => b.to_vec(),
+                Part::File(f) => read(f),
+            })
+            .collect(),
+    }
+}
+
+const TEXT: &str = "0123456789abcdefghijklmnopqrstuvwxyz";
+
+fn basic(p: &Path) {
+    std::fs::write(p.join("a.txt"), TEXT).unwrap();
+    std::fs::create_dir(p.join("docs")).unwrap();
+    std::fs::write(p.join("docs/index.html"), "<h1>docs</h1>").unwrap();
+    std::fs::create_dir(p.join("empty")).unwrap();
+    std::fs::write(p.join(".env"), "SECRET=1").unwrap();
+}
+
+#[test]
+fn serves_a_file_with_representation_headers() {
+    let s = site(basic);
+    let r = s.files.respond(&get("/a.txt"));
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(body(&r), TEXT.as_bytes());
+    assert_eq!(
+        header(&r, "content-type"),
+        Some("text/plain; charset=utf-8")
+    );
+    assert_eq!(header(&r, "accept-ranges"), Some("bytes"));
+    assert_eq!(header(&r, "cache-control"), Some("public, max-age=60"));
+    let etag = header(&r, "etag").unwrap();
+    assert!(
+        etag.starts_with('"') && etag.ends_with('"') && !etag.starts_with("W/"),
+        "strong etag: {etag}"
+    );
+    assert!(header(&r, "last-modified").unwrap().ends_with(" GMT"));
+    assert!(header(&r, "vary").is_none(), "no sidecars, no Vary");
+}
+
+#[test]
+fn directories_redirect_index_and_listing() {
+    let s = site(basic);
+    let r = s.files.respond(&RequestHead {
+        query: Some("x=1"),
+        ..get("/docs")
+    });
+    assert_eq!(r.status, StatusCode::MOVED_PERMANENTLY);
+    assert_eq!(header(&r, "location"), Some("/docs/?x=1"));
+    let r = s.files.respond(&get("/docs/"));
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(body(&r), b"<h1>docs</h1>");
+    assert_eq!(header(&r, "content-type"), Some("text/html; charset=utf-8"));
+    // Listing is off by default.
+    assert_eq!(
+        s.files.respond(&get("/empty/")).status,
+        StatusCode::FORBIDDEN
+    );
+    let listing = site_with(
+        StaticOptions {
+            listing: true,
+            ..default_options()
+        },
+        CacheSettings::default(),
+        basic,
+    );
+    let r = listing.files.respond(&get("/"));
+    assert_eq!(r.status, StatusCode::OK);
+    let html = String::from_utf8(body(&r)).unwrap();
+    assert!(
+        html.contains("a.txt") && html.contains("docs/") && !html.contains(".env"),
+        "{html}"
+    );
+}
+
+#[test]
+fn missing_hidden_and_bad_paths() {
+    let s = site(basic);
+    assert_eq!(
+        s.files.respond(&get("/nope.txt")).status,
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(
+        s.files.respond(&get("/a.txt/")).status,
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(s.files.respond(&get("/.env")).status, StatusCode::NOT_FOUND);
+    assert_eq!(
+        s.files.respond(&get("/../etc/passwd")).status,
+        StatusCode::BAD_REQUEST
+    );
+    assert_eq!(
+        s.files.respond(&get("/a.txt%00.html")).status,
+        StatusCode::BAD_REQUEST
+    );
+    assert_eq!(
+        s.files.respond(&get("/docs%2findex.html")).status,
+        StatusCode::BAD_REQUEST
+    );
+}
+
+#[test]
+fn symlinks_out_of_root_are_refused_inside_ones_served() {
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret"), "top secret").unwrap();
+    let target = outside.path().join("secret");
+    let s = site(|p| {
+        basic(p);
+        std::os::unix::fs::symlink(&target, p.join("escape")).unwrap();
+        std::os::unix::fs::symlink("/etc", p.join("etc")).unwrap();
+        std::os::unix::fs::symlink("a.txt", p.join("alias.txt")).unwrap();
+    });
+    assert_eq!(
+        s.files.respond(&get("/escape")).status,
+        StatusCode::FORBIDDEN
+    );
+    assert_eq!(
+        s.files.respond(&get("/etc/passwd")).status,
+        StatusCode::FORBIDDEN
+    );
+    let r = s.files.respond(&get("/alias.txt"));
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(body(&r), TEXT.as_bytes());
+}
+
+#[test]
+fn methods() {
+    let s = site(basic);
+    let r = s.files.respond(&RequestHead {
+        method: Method::OPTIONS,
+        ..get("/a.txt")
+    });
+    assert_eq!(r.status, StatusCode::NO_CONTENT);
+    assert_eq!(header(&r, "allow"), Some("GET, HEAD, OPTIONS"));
+    let r = s.files.respond(&RequestHead {
+        method: Method::DELETE,
+        ..get("/a.txt")
+    });
+    assert_eq!(r.status, StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(header(&r, "allow"), Some("GET, HEAD, OPTIONS"));
+    let r = s.files.respond(&RequestHead {
+        method: Method::HEAD,
+        ..get("/a.txt")
+    });
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(
+        r.body.len(),
+        TEXT.len() as u64,
+        "HEAD keeps the length for Content-Length"
+    );
+}
+
+#[test]
+fn conditional_requests() {
+    let s = site(basic);
+    let first = s.files.respond(&get("/a.txt"));
+    let etag = header(&first, "etag").unwrap().to_owned();
+    let lm = header(&first, "last-modified").unwrap().to_owned();
+
+    let mut req = get("/a.txt");
+    req.preconditions.if_none_match = Some(etag.as_bytes());
+    let r = s.files.respond(&req);
+    assert_eq!(r.status, StatusCode::NOT_MODIFIED);
+    assert_eq!(header(&r, "etag"), Some(etag.as_str()));
+    assert_eq!(header(&r, "cache-control"), Some("public, max-age=60"));
+    assert!(r.body.is_empty());
+
+    let mut req = get("/a.txt");
+    req.preconditions.if_modified_since = Some(lm.as_bytes());
+    assert_eq!(s.files.respond(&req).status, StatusCode::NOT_MODIFIED);
+
+    let mut req = get("/a.txt");
+    req.preconditions.if_match = Some(b"\"something-else\"");
+    assert_eq!(
+        s.files.respond(&req).status,
+        StatusCode::PRECONDITION_FAILED
+    );
+
+    let mut req = get("/a.txt");
+    req.preconditions.if_unmodified_since = Some(b"Sun, 06 Nov 1994 08:49:37 GMT");
+    assert_eq!(
+        s.files.respond(&req).status,
+        StatusCode::PRECONDITION_FAILED
+    );
+
+    let mut req = get("/a.txt");
+    req.preconditions.if_match = Some(etag.as_bytes());
+    assert_eq!(s.files.respond(&req).status, StatusCode::OK);
+}
+
+#[test]
+fn ranges_single_multi_suffix_and_unsatisfiable() {
+    let s = site(basic);
+    let mut req = get("/a.txt");
+    req.range = Some(b"bytes=2-5");
+    let r = s.files.respond(&req);
+    assert_eq!(r.status, StatusCode::PARTIAL_CONTENT);
+    assert_eq!(body(&r), b"2345");
+    assert_eq!(header(&r, "content-range"), Some("bytes 2-5/36"));
+
+    req.range = Some(b"bytes=-3");
+    assert_eq!(body(&s.files.respond(&req)), b"xyz");
+    req.range = Some(b"bytes=33-");
+    assert_eq!(body(&s.files.respond(&req)), b"xyz");
+
+    req.range = Some(b"bytes=0-1,10-11");
+    let r = s.files.respond(&req);
+    assert_eq!(r.status, StatusCode::PARTIAL_CONTENT);
+    let ctype = header(&r, "content-type").unwrap().to_owned();
+    let boundary = ctype
+        .strip_prefix("multipart/byteranges; boundary=")
+        .unwrap();
+    let text = String::from_utf8(body(&r)).unwrap();
+    assert_eq!(
+        text,
+        format!(
+            "\r\n--{boundary}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Range: bytes 0-1/36\r\n\r\n01\
+             \r\n--{boundary}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Range: bytes 10-11/36\r\n\r\nab\
+             \r\n--{boundary}--\r\n"
+        )
+    );
+
+    req.range = Some(b"bytes=100-");
+    let r = s.files.respond(&req);
+    assert_eq!(r.status, StatusCode::RANGE_NOT_SATISFIABLE);
+    assert_eq!(header(&r, "content-range"), Some("bytes */36"));
+
+    // HEAD ignores Range, as does a failed If-Range.
+    req.range = Some(b"bytes=0-1");
+    req.method = Method::HEAD;
+    assert_eq!(s.files.respond(&req).status, StatusCode::OK);
+    req.method = Method::GET;
+    req.if_range = Some(b"\"stale\"");
+    assert_eq!(s.files.respond(&req).status, StatusCode::OK);
+    let etag = header(&s.files.respond(&get("/a.txt")), "etag")
+        .unwrap()
+        .to_owned();
+    req.if_range = Some(etag.as_bytes());
+    assert_eq!(s.files.respond(&req).status, StatusCode::PARTIAL_CONTENT);
+}
+
+#[test]
+fn large_files_are_served_from_an_open_descriptor() {
+    let big = vec![7u8; 300 * 1024];
+    let s = site(|p| std::fs::write(p.join("big.bin"), &big).unwrap());
+    let r = s.files.respond(&get("/big.bin"));
+    assert!(
+        matches!(r.body, Body::File(_)),
+        "over the threshold: a file body for sendfile"
+    );
+    assert_eq!(body(&r).len(), big.len());
+    let mut req = get("/big.bin");
+    req.range = Some(b"bytes=1000-1009");
+    let r = s.files.respond(&req);
+    assert!(matches!(&r.body, Body::File(f) if f.offset == 1000 && f.len == 10));
+}
+
+fn set_mtime(path: &Path, t: SystemTime) {
+    let f = std::fs::File::options().write(true).open(path).unwrap();
+    f.set_modified(t).unwrap();
+}
+
+#[test]
+fn precompressed_sidecars() {
+    let now = SystemTime::now();
+    let s = site(|p| {
+        std::fs::write(p.join("app.js"), "console.log(1)").unwrap();
+        std::fs::write(p.join("app.js.br"), "BR").unwrap();
+        std::fs::write(p.join("app.js.gz"), "GZ").unwrap();
+        std::fs::write(p.join("old.css"), "body{}").unwrap();
+        std::fs::write(p.join("old.css.gz"), "STALE").unwrap();
+        set_mtime(&p.join("app.js"), now - Duration::from_secs(10));
+        set_mtime(&p.join("old.css.gz"), now - Duration::from_secs(100));
+        set_mtime(&p.join("old.css"), now - Duration::from_secs(10));
+    });
+    let mut req = get("/app.js");
+    req.accept_encoding = Some(b"gzip, br");
+    let br = s.files.respond(&req);
+    assert_eq!(body(&br), b"BR");
+    assert_eq!(header(&br, "content-encoding"), Some("br"));
+    assert_eq!(header(&br, "vary"), Some("Accept-Encoding"));
+    assert_eq!(
+        header(&br, "content-type"),
+        Some("text/javascript; charset=utf-8")
+    );
+
+    req.accept_encoding = Some(b"gzip");
+    let gz = s.files.respond(&req);
+    assert_eq!(body(&gz), b"GZ");
+    assert_ne!(
+        header(&gz, "etag"),
+        header(&br, "etag"),
+        "an ETag per encoding"
+    );
+
+    req.accept_encoding = Some(b"br;q=0, gzip;q=0");
+    let plain = s.files.respond(&req);
+    assert_eq!(body(&plain), b"console.log(1)");
+    assert!(header(&plain, "content-encoding").is_none());
+    assert_eq!(header(&plain, "vary"), Some("Accept-Encoding"));
+
+    // A 304 for the br variant carries Vary too.
+    let br_tag = header(&br, "etag").unwrap().to_owned();
+    req.accept_encoding = Some(b"br");
+    req.preconditions.if_none_match = Some(br_tag.as_bytes());
+    let r = s.files.respond(&req);
+    assert_eq!(r.status, StatusCode::NOT_MODIFIED);
+    assert_eq!(header(&r, "vary"), Some("Accept-Encoding"));
+
+    // A sidecar older than its original is ignored.
+    let mut req = get("/old.css");
+    req.accept_encoding = Some(b"gzip");
+    let r = s.files.respond(&req);
+    assert_eq!(body(&r), b"body{}");
+    assert!(header(&r, "vary").is_none());
+}
+
+#[test]
+fn cache_hit_does_no_file_io() {
+    // With a long revalidation interval, a hit must not read the disk: rewriting the
+    // file in place (same inode) is invisible until revalidation.
+    let s = site_with(
+        default_options(),
+        CacheSettings {
+            revalidate: Duration::from_secs(3600),
+            ..CacheSettings::default()
+        },
+        basic,
+    );
+    let first = s.files.respond(&get("/a.txt"));
+    assert!(!first.cache_hit);
+    std::fs::write(s.dir.path().join("a.txt"), "changed").unwrap();
+    let second = s.files.respond(&get("/a.txt"));
+    assert!(second.cache_hit);
+    assert_eq!(body(&second), TEXT.as_bytes());
+}
+
+#[test]
+fn changed_and_deleted_files_are_noticed_after_the_interval() {
+    let s = site_with(
+        default_options(),
+        CacheSettings {
+            revalidate: Duration::from_millis(50),
+            ..CacheSettings::default()
+        },
+        basic,
+    );
+    assert_eq!(body(&s.files.respond(&get("/a.txt"))), TEXT.as_bytes());
+    std::fs::write(s.dir.path().join("a.txt"), "changed!").unwrap();
+    std::thread::sleep(Duration::from_millis(80));
+    let r = s.files.respond(&get("/a.txt"));
+    assert_eq!(body(&r), b"changed!");
+    assert!(!r.cache_hit, "reloaded after the change");
+    assert!(s.files.respond(&get("/a.txt")).cache_hit);
+
+    std::fs::remove_file(s.dir.path().join("a.txt")).unwrap();
+    std::thread::sleep(Duration::from_millis(80));
+    assert_eq!(
+        s.files.respond(&get("/a.txt")).status,
+        StatusCode::NOT_FOUND
+    );
+}
+
+#[test]
+fn cache_is_bounded_in_bytes() {
+    let s = site_with(
+        default_options(),
+        CacheSettings {
+            max_file_size: 64 * 1024,
+            max_bytes: 256 * 1024,
+            revalidate: Duration::from_secs(60),
+        },
+        |p| {
+            for i in 0..40 {
+                std::fs::write(p.join(format!("f{i}.bin")), vec![i as u8; 60 * 1024]).unwrap();
+            }
+        },
+    );
+    for i in 0..40 {
+        assert_eq!(
+            s.files.respond(&get(&format!("/f{i}.bin"))).status,
+            StatusCode::OK
+        );
+    }
+    assert!(
+        s.files.cache().weight() <= 256 * 1024,
+        "weight {}",
+        s.files.cache().weight()
+    );
+}

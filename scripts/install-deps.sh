@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs what building and testing Skiff needs, idempotently, on a fresh Debian machine.
+#   scripts/install-deps.sh          toolchain components and test tools
+#   scripts/install-deps.sh --bench  also the benchmark peers (nginx, lighttpd, Apache, h2o, wrk)
+set -euo pipefail
+
+need_apt=()
+for tool in curl strace; do
+  command -v "$tool" >/dev/null 2>&1 || need_apt+=("$tool")
+done
+if [[ "${1:-}" == "--bench" ]]; then
+  for pair in nginx:nginx-light lighttpd:lighttpd apache2:apache2 h2o:h2o wrk:wrk h2load:nghttp2-client; do
+    command -v "${pair%%:*}" >/dev/null 2>&1 || need_apt+=("${pair#*:}")
+  done
+fi
+if ((${#need_apt[@]})); then
+  echo "install-deps: apt-get install ${need_apt[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "install-deps: cargo not found; install Rust with rustup first" >&2
+  exit 1
+fi
+if command -v rustup >/dev/null 2>&1; then
+  for component in rustfmt clippy; do
+    rustup component list --installed 2>/dev/null | grep -q "^$component" || rustup component add "$component"
+  done
+fi

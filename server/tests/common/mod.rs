@@ -1,0 +1,203 @@
+//! Test harness: starts the real `skiff` binary on ephemeral ports and offers raw-socket,
+//! curl and HTTP-client helpers.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+pub struct Server {
+    pub child: Child,
+    pub addr: SocketAddr,
+    pub admin: SocketAddr,
+    pub root: PathBuf,
+    stdout_path: PathBuf,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl Server {
+    /// Starts `skiff serve ROOT --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 EXTRA...`.
+    pub fn start(root: &Path, extra: &[&str]) -> Server {
+        let logs = tempfile::tempdir().unwrap();
+        let stdout_path = logs.path().join("access.log");
+        let stdout = std::fs::File::create(&stdout_path).unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_skiff"))
+            .arg("serve")
+            .arg(root)
+            .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
+            .args(if extra.contains(&"--threads") {
+                &[][..]
+            } else {
+                &["--threads", "2"][..]
+            })
+            .args(extra)
+            .env("RUST_LOG", "info")
+            .stdout(stdout)
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start skiff");
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut sent = false;
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if !sent {
+                    if let Some(rest) = line.split("skiff listening on ").nth(1) {
+                        let mut words = rest.split_whitespace();
+                        let addr: SocketAddr = words.next().unwrap().parse().unwrap();
+                        let _ = words.next(); // "admin"
+                        let admin: SocketAddr = words.next().unwrap().parse().unwrap();
+                        let _ = tx.send((addr, admin));
+                        sent = true;
+                    }
+                }
+                eprintln!("[skiff] {line}");
+            }
+        });
+        let (addr, admin) = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("skiff did not report its address");
+        Server {
+            child,
+            addr,
+            admin,
+            root: root.to_owned(),
+            stdout_path,
+            _dir: Some(logs),
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.addr, path)
+    }
+
+    pub fn admin_get(&self, path: &str) -> (u16, String) {
+        let resp = raw_exchange(
+            self.admin,
+            &format!("GET {path} HTTP/1.1\r\nHost: admin\r\nConnection: close\r\n\r\n"),
+        );
+        let status = resp[9..12].parse().unwrap();
+        let body = resp.split("\r\n\r\n").nth(1).unwrap_or("").to_owned();
+        (status, body)
+    }
+
+    /// The value of one metric sample, by its full name with labels as exposed.
+    pub fn metric(&self, sample: &str) -> Option<f64> {
+        let (_, body) = self.admin_get("/metrics");
+        body.lines()
+            .find(|l| l.starts_with(sample) && l[sample.len()..].starts_with(' '))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+    }
+
+    pub fn access_log(&self) -> String {
+        std::fs::read_to_string(&self.stdout_path).unwrap_or_default()
+    }
+
+    pub fn signal(&self, sig: &str) {
+        let ok = Command::new("kill")
+            .args([&format!("-{sig}"), &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(ok.success());
+    }
+
+    /// Waits for the process to exit and returns its status code.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<i32> {
+        let end = std::time::Instant::now() + timeout;
+        while std::time::Instant::now() < end {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                return st.code();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Sends raw bytes and reads until the server closes the connection.
+pub fn raw_exchange(addr: SocketAddr, request: &str) -> String {
+    raw_exchange_bytes(addr, request.as_bytes())
+}
+
+pub fn raw_exchange_bytes(addr: SocketAddr, request: &[u8]) -> String {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(request).unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Runs curl with `-s` and the given arguments; returns its output.
+pub fn curl(args: &[&str]) -> Output {
+    let out = Command::new("curl")
+        .arg("-s")
+        .args(args)
+        .output()
+        .expect("curl is installed");
+    assert!(
+        out.status.success(),
+        "curl {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// curl -i: (status, lower-cased headers, body).
+pub fn curl_i(args: &[&str]) -> (u16, Vec<(String, String)>, Vec<u8>) {
+    let mut full = vec!["-i"];
+    full.extend_from_slice(args);
+    parse_response(&curl(&full).stdout)
+}
+
+pub fn parse_response(raw: &[u8]) -> (u16, Vec<(String, String)>, Vec<u8>) {
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a response head");
+    let head = String::from_utf8_lossy(&raw[..split]).into_owned();
+    let mut lines = head.split("\r\n");
+    let status_line = lines.next().unwrap();
+    let status = status_line.split(' ').nth(1).unwrap().parse().unwrap();
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .collect();
+    (status, headers, raw[split + 4..].to_vec())
+}
+
+pub fn get_header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    headers
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.as_str())
+}
+
+/// A document root with a few known files.
+pub fn sample_site() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    std::fs::write(p.join("index.html"), "<h1>home</h1>\n").unwrap();
+    std::fs::write(p.join("a.txt"), "0123456789abcdefghijklmnopqrstuvwxyz").unwrap();
+    std::fs::create_dir(p.join("docs")).unwrap();
+    std::fs::write(p.join("docs/index.html"), "<h1>docs</h1>\n").unwrap();
+    std::fs::write(p.join(".htpasswd"), "secret").unwrap();
+    let big: Vec<u8> = (0..(2 * 1024 * 1024u32)).map(|i| (i % 251) as u8).collect();
+    std::fs::write(p.join("big.bin"), big).unwrap();
+    dir
+}
+
+pub fn big_bin_bytes() -> Vec<u8> {
+    (0..(2 * 1024 * 1024u32)).map(|i| (i % 251) as u8).collect()
+}
