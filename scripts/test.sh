@@ -9,4 +9,9 @@ cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
 echo "== cargo test"
-cargo test --workspace -- --include-ignored
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+cargo test --workspace -- --include-ignored 2>&1 | tee "$log"
+# One closing line for the whole run (cargo prints one per test binary, the last often
+# being the doc-tests' "0 passed").
+awk '/^test result:/ { p += $4; f += $6 } END { printf "%d passed, %d failed\n", p, f }' "$log"

@@ -94,9 +94,19 @@ pub struct ServeArgs {
     /// Connections beyond this are held, unserved, until others close.
     #[arg(long, default_value_t = 10_000, env = "SKIFF_MAX_CONNECTIONS")]
     pub max_connections: usize,
-    /// File bodies of at least this size use sendfile(2); smaller ones pread(2)+write.
-    #[arg(long, default_value_t = 0, env = "SKIFF_SENDFILE_MIN_BYTES")]
+    /// Bodies of at least this size go out with sendfile(2) on plaintext HTTP/1.1 (cached
+    /// files keep a descriptor for it); smaller ones from memory or with pread(2)+write.
+    #[arg(long, default_value_t = 48 * 1024, env = "SKIFF_SENDFILE_MIN_BYTES")]
     pub sendfile_min_bytes: u64,
+    /// Largest single sendfile(2) call.
+    #[arg(long, default_value_t = 4 << 20, env = "SKIFF_SENDFILE_CHUNK_BYTES")]
+    pub sendfile_chunk_bytes: usize,
+    /// SO_SNDBUF for client sockets in bytes; 0 keeps the kernel's autotuning.
+    #[arg(long, default_value_t = 0, env = "SKIFF_SEND_BUFFER_BYTES")]
+    pub send_buffer_bytes: usize,
+    /// Set TCP_CORK while a file body streams (full segments only).
+    #[arg(long, default_value_t = false, env = "SKIFF_TCP_CORK", action = clap::ArgAction::Set)]
+    pub tcp_cork: bool,
     /// Read buffer for bodies not sent with sendfile.
     #[arg(long, default_value_t = 256 * 1024, env = "SKIFF_READ_CHUNK_BYTES")]
     pub read_chunk_bytes: usize,
@@ -135,6 +145,7 @@ impl ServeArgs {
                 max_file_size: self.cache_max_file_size,
                 max_bytes: self.cache_max_bytes,
                 revalidate: self.cache_revalidate,
+                keep_descriptor_from: self.sendfile_min_bytes,
             },
             statics: StaticOptions {
                 allow_hidden: self.hidden_files,
@@ -152,6 +163,9 @@ impl ServeArgs {
             },
             access_log: self.access_log,
             sendfile_min_bytes: self.sendfile_min_bytes,
+            sendfile_chunk_bytes: self.sendfile_chunk_bytes.max(64 * 1024),
+            tcp_cork: self.tcp_cork,
+            send_buffer_bytes: self.send_buffer_bytes,
             read_chunk_bytes: self.read_chunk_bytes.max(4096),
             shutdown_delay: self.shutdown_delay,
             shutdown_grace: self.shutdown_grace,
@@ -186,8 +200,22 @@ pub fn main() -> i32 {
     }
 }
 
+/// Raises the soft open-file limit to the hard one: connections and the descriptors the
+/// I/O cache keeps for sendfile both count against it, and 1024 is a common default.
+fn raise_nofile_limit() {
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let mut limit = getrlimit(Resource::Nofile);
+    if limit.current < limit.maximum {
+        limit.current = limit.maximum;
+        if let Err(e) = setrlimit(Resource::Nofile, limit) {
+            tracing::warn!(error = %e, "cannot raise the open-file limit");
+        }
+    }
+}
+
 /// Serves until SIGTERM or SIGINT, then drains.
 pub fn serve(settings: Settings) -> Result<(), String> {
+    raise_nofile_limit();
     let root = Root::open(&settings.root, settings.follow_symlinks_outside_root)
         .map_err(|e| format!("cannot open document root {}: {e}", settings.root.display()))?;
     let cache = FileCache::new(root, settings.cache.clone(), settings.index_files.clone());

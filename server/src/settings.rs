@@ -48,6 +48,12 @@ pub struct Settings {
     /// File bodies of at least this many bytes go out with sendfile(2) on plaintext
     /// HTTP/1.1; smaller ones with pread(2)+write. Chosen by measurement (BENCHMARKS.md).
     pub sendfile_min_bytes: u64,
+    /// Largest single sendfile(2) call, so one big body cannot starve other connections.
+    pub sendfile_chunk_bytes: usize,
+    /// SO_SNDBUF for client sockets; 0 leaves the kernel's autotuning alone.
+    pub send_buffer_bytes: usize,
+    /// Set TCP_CORK while a file body streams.
+    pub tcp_cork: bool,
     /// Buffer size for the pread path.
     pub read_chunk_bytes: usize,
     /// After SIGTERM, /readyz fails at once; listening stops after this delay.

@@ -71,11 +71,16 @@ pub fn clean_request_path(raw: &str, policy: PathPolicy) -> Result<CleanPath<'_>
         return Err(PathError::NotAbsolute);
     }
     // Fast path: nothing to decode and nothing to normalize, so borrow the input.
-    let needs_work = raw
-        .bytes()
-        .any(|b| b == b'%' || b == b'\\' || b < 0x20 || b == 0x7f)
-        || raw.contains("//")
-        || raw.contains("/.");
+    let mut prev = 0u8;
+    let needs_work = raw.bytes().any(|b| {
+        let special = b == b'%'
+            || b == b'\\'
+            || b < 0x20
+            || b == 0x7f
+            || (prev == b'/' && (b == b'/' || b == b'.'));
+        prev = b;
+        special
+    });
     if !needs_work {
         return Ok(CleanPath(Cow::Borrowed(raw)));
     }

@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 #[derive(Debug, Clone, Copy)]
 pub struct Validators<'a> {
     /// The strong entity-tag, with its quotes: `"5f3a-1c2"`.
-    pub etag: &'a str,
+    pub etag: &'a [u8],
     /// Modification time, truncated to whole seconds as HTTP dates are.
     pub last_modified: SystemTime,
 }
@@ -63,7 +63,7 @@ pub fn evaluate(pre: &Preconditions<'_>, v: &Validators<'_>, safe: bool) -> Outc
 pub fn if_range_allows(value: &[u8], v: &Validators<'_>) -> bool {
     let value = trim(value);
     if value.starts_with(b"\"") || value.starts_with(b"W/") {
-        return matches!(parse_entity_tag(value), Some((false, tag, rest)) if rest.is_empty() && tag == v.etag.as_bytes());
+        return matches!(parse_entity_tag(value), Some((false, tag, rest)) if rest.is_empty() && tag == v.etag);
     }
     match parse_http_date(value) {
         Some(date) => truncate(v.last_modified) == date,
@@ -79,12 +79,11 @@ enum Comparison {
 
 /// Matches `*` or a comma-separated list of entity-tags against our (strong) tag.
 /// A malformed list matches nothing.
-fn etag_list_matches(list: &[u8], ours: &str, cmp: Comparison) -> bool {
+fn etag_list_matches(list: &[u8], ours: &[u8], cmp: Comparison) -> bool {
     let list = trim(list);
     if list == b"*" {
         return true;
     }
-    let ours = ours.as_bytes();
     let mut rest = list;
     loop {
         rest = trim_start(rest);
@@ -165,7 +164,7 @@ mod tests {
     fn t(secs: u64) -> SystemTime {
         UNIX_EPOCH + Duration::from_secs(secs)
     }
-    const ETAG: &str = "\"abc-1\"";
+    const ETAG: &[u8] = b"\"abc-1\"";
     fn v() -> Validators<'static> {
         Validators {
             etag: ETAG,

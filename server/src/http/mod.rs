@@ -5,3 +5,4 @@ pub mod encoding;
 pub mod range;
 pub mod reply;
 pub mod request;
+pub mod text;

@@ -41,6 +41,9 @@ pub enum Body {
     File(FileSlice),
     /// multipart/byteranges and other bodies made of several pieces.
     Parts(Vec<Part>),
+    /// The same bytes in memory and on an open descriptor: the connection layer picks
+    /// sendfile or a memory write by size (measured crossover: BENCHMARKS.md).
+    Mirrored(Bytes, FileSlice),
 }
 
 impl Body {
@@ -50,6 +53,7 @@ impl Body {
             Body::Bytes(b) => b.len() as u64,
             Body::File(f) => f.len,
             Body::Parts(p) => p.iter().map(Part::len).sum(),
+            Body::Mirrored(b, _) => b.len() as u64,
         }
     }
     pub fn is_empty(&self) -> bool {

@@ -25,8 +25,13 @@ impl<'a> RequestHead<'a> {
     /// Splits a request target into path and query. Absolute-form targets
     /// (`http://host/path`) keep only their path, as RFC 9112 §3.2.2 requires servers to accept.
     pub fn split_target(target: &'a str) -> (&'a str, Option<&'a str>) {
-        let target = match target.find("://") {
-            Some(i) if !target.starts_with('/') => {
+        let absolute = if target.starts_with('/') {
+            None
+        } else {
+            target.find("://")
+        };
+        let target = match absolute {
+            Some(i) => {
                 let after = &target[i + 3..];
                 match after.find(['/', '?']) {
                     Some(j) if after.as_bytes()[j] == b'/' => &after[j..],

@@ -27,13 +27,40 @@ fn truncated() -> io::Error {
     )
 }
 
+/// How file bodies are sent; see `Settings`.
+#[derive(Debug, Clone, Copy)]
+pub struct FileSendPolicy {
+    pub sendfile_min_bytes: u64,
+    pub sendfile_chunk_bytes: usize,
+    pub read_chunk_bytes: usize,
+    pub cork: bool,
+}
+
 pub async fn send_file_slice(
     stream: &TcpStream,
     f: &FileSlice,
-    sendfile_min_bytes: u64,
+    policy: FileSendPolicy,
     chunk: &mut Vec<u8>,
-    chunk_size: usize,
 ) -> io::Result<Sent> {
+    if policy.cork {
+        // Full segments only while the body streams (nginx's tcp_nopush); uncorked after.
+        let _ = rustix::net::sockopt::set_tcp_cork(stream, true);
+    }
+    let r = send_file_slice_inner(stream, f, policy, chunk).await;
+    if policy.cork {
+        let _ = rustix::net::sockopt::set_tcp_cork(stream, false);
+    }
+    r
+}
+
+async fn send_file_slice_inner(
+    stream: &TcpStream,
+    f: &FileSlice,
+    policy: FileSendPolicy,
+    chunk: &mut Vec<u8>,
+) -> io::Result<Sent> {
+    let sendfile_min_bytes = policy.sendfile_min_bytes;
+    let chunk_size = policy.read_chunk_bytes;
     let mut sent = Sent::default();
     let end = f.offset + f.len;
     let mut off = f.offset;
@@ -41,7 +68,7 @@ pub async fn send_file_slice(
         while off < end {
             // The kernel caps one call at ~2 GiB; smaller calls keep the loop fair to
             // other connections on this worker.
-            let count = (end - off).min(4 << 20) as usize;
+            let count = (end - off).min(policy.sendfile_chunk_bytes as u64) as usize;
             let r = stream.try_io(Interest::WRITABLE, || {
                 rustix::fs::sendfile(stream, &*f.file, Some(&mut off), count)
                     .map_err(io::Error::from)
@@ -96,6 +123,7 @@ impl ReplyBody {
             Body::Bytes(b) => VecDeque::from([Part::Bytes(b)]),
             Body::File(f) => VecDeque::from([Part::File(f)]),
             Body::Parts(p) => p.into(),
+            Body::Mirrored(b, _) => VecDeque::from([Part::Bytes(b)]),
         };
         ReplyBody {
             parts,

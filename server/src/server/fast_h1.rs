@@ -5,7 +5,7 @@
 //! answered in one batch. Anything else (h2c prior knowledge, request bodies, Expect,
 //! Upgrade, other methods) is handed to hyper together with the bytes already read.
 
-use super::body::send_file_slice;
+use super::body::{send_file_slice, FileSendPolicy};
 use super::hyper_conn;
 use super::rewind::Rewind;
 use super::shutdown::Phase;
@@ -13,6 +13,7 @@ use super::worker::{with_worker, Shared};
 use crate::access_log::LogRecord;
 use crate::http::reply::{Body, Part, Reply};
 use crate::http::request::RequestHead;
+use crate::http::text::push_decimal;
 use bytes::Bytes;
 use http::{Method, StatusCode};
 use std::io::{self, IoSlice};
@@ -54,6 +55,8 @@ struct Pending {
 struct Conn<'s> {
     stream: TcpStream,
     peer: SocketAddr,
+    /// The peer's address as text, for the access log.
+    remote: String,
     shared: &'s Arc<Shared>,
     buf: Vec<u8>,
     start: usize,
@@ -70,6 +73,7 @@ pub async fn serve(stream: TcpStream, peer: SocketAddr, shared: &Arc<Shared>) {
     let mut conn = Conn {
         stream,
         peer,
+        remote: peer.ip().to_string(),
         shared,
         // One byte more than the limit, to tell "exactly at the limit" from "over it".
         buf: vec![0u8; limits.max_header_bytes + 1],
@@ -349,12 +353,18 @@ impl Conn<'_> {
             StatusCode::OK | StatusCode::NOT_MODIFIED | StatusCode::PARTIAL_CONTENT
         )
         .then_some(reply.cache_hit);
-        self.out.queue_reply(reply, minor, close, is_head);
+        self.out.queue_reply(
+            reply,
+            minor,
+            close,
+            is_head,
+            self.shared.settings.sendfile_min_bytes,
+        );
         let body_bytes = if is_head { 0 } else { sent };
         with_worker(|w| {
             if w.log.enabled() {
                 w.log.log(&LogRecord {
-                    remote: self.peer.ip(),
+                    remote: &self.remote,
                     method: head.method.as_str(),
                     target: head.target,
                     version: if minor == 1 { "HTTP/1.1" } else { "HTTP/1.0" },
@@ -406,14 +416,13 @@ impl Conn<'_> {
         while i < segs.len() {
             if let Seg::File(f) = &segs[i] {
                 let settings = &self.shared.settings;
-                let sent = send_file_slice(
-                    &self.stream,
-                    f,
-                    settings.sendfile_min_bytes,
-                    &mut self.read_chunk,
-                    settings.read_chunk_bytes,
-                )
-                .await?;
+                let policy = FileSendPolicy {
+                    sendfile_min_bytes: settings.sendfile_min_bytes,
+                    sendfile_chunk_bytes: settings.sendfile_chunk_bytes,
+                    read_chunk_bytes: settings.read_chunk_bytes,
+                    cork: settings.tcp_cork,
+                };
+                let sent = send_file_slice(&self.stream, f, policy, &mut self.read_chunk).await?;
                 if sent.via_sendfile > 0 {
                     self.shared.metrics.sendfile_bytes.inc_by(sent.via_sendfile);
                 }
@@ -474,11 +483,18 @@ struct Output {
 impl Output {
     fn queue_error(&mut self, status: StatusCode) {
         let reply = Reply::error(status);
-        self.queue_reply(reply, 1, true, false);
+        self.queue_reply(reply, 1, true, false, u64::MAX);
     }
 
     /// Serializes the head into the head buffer and queues the body segments.
-    fn queue_reply(&mut self, reply: Reply, minor: u8, close: bool, head_only: bool) {
+    fn queue_reply(
+        &mut self,
+        reply: Reply,
+        minor: u8,
+        close: bool,
+        head_only: bool,
+        sendfile_min: u64,
+    ) {
         let h = &mut self.head;
         let from = h.len();
         h.extend_from_slice(b"HTTP/1.1 ");
@@ -529,6 +545,14 @@ impl Output {
         match reply.body {
             Body::Empty => {}
             Body::Bytes(b) => {
+                let n = b.len() as u64;
+                push(Seg::Mem(b), n)
+            }
+            Body::Mirrored(_, f) if f.len >= sendfile_min => {
+                let n = f.len;
+                push(Seg::File(f), n.min(MAX_QUEUED_BYTES as u64))
+            }
+            Body::Mirrored(b, _) => {
                 let n = b.len() as u64;
                 push(Seg::Mem(b), n)
             }
@@ -595,20 +619,6 @@ async fn write_vectored(
     }
 }
 
-fn push_decimal(out: &mut Vec<u8>, mut v: u64) {
-    let mut tmp = [0u8; 20];
-    let mut i = tmp.len();
-    loop {
-        i -= 1;
-        tmp[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&tmp[i..]);
-}
-
 enum Parsed {
     /// A request was answered (queued); the flag says whether the connection stays open.
     Complete(bool),
@@ -621,18 +631,4 @@ enum ReadResult {
     Data,
     Eof,
     WouldBlock,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::push_decimal;
-
-    #[test]
-    fn decimal_formatting() {
-        for v in [0u64, 7, 10, 1795, u64::MAX] {
-            let mut out = Vec::new();
-            push_decimal(&mut out, v);
-            assert_eq!(String::from_utf8(out).unwrap(), v.to_string());
-        }
-    }
 }

@@ -37,9 +37,11 @@ pub async fn serve(io: Rewind<TcpStream>, peer: SocketAddr, shared: Arc<Shared>)
         .max_header_list_size(limits.max_header_bytes as u32)
         .max_concurrent_streams(128);
     let svc_shared = shared.clone();
+    let remote: Arc<str> = peer.ip().to_string().into();
     let service = service_fn(move |req| {
         let shared = svc_shared.clone();
-        async move { Ok::<_, Infallible>(handle(req, peer, &shared)) }
+        let remote = remote.clone();
+        async move { Ok::<_, Infallible>(handle(req, &remote, &shared)) }
     });
     let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
     tokio::pin!(conn);
@@ -59,7 +61,7 @@ pub async fn serve(io: Rewind<TcpStream>, peer: SocketAddr, shared: Arc<Shared>)
     }
 }
 
-fn handle(req: Request<Incoming>, peer: SocketAddr, shared: &Shared) -> Response<ReplyBody> {
+fn handle(req: Request<Incoming>, remote: &str, shared: &Shared) -> Response<ReplyBody> {
     let start = Instant::now();
     let (parts, _body) = req.into_parts();
     let target = parts.uri.path_and_query().map_or("/", |pq| pq.as_str());
@@ -113,7 +115,7 @@ fn handle(req: Request<Incoming>, peer: SocketAddr, shared: &Shared) -> Response
         );
         if w.log.enabled() {
             w.log.log(&LogRecord {
-                remote: peer.ip(),
+                remote,
                 method: head.method.as_str(),
                 target: head.target,
                 version,

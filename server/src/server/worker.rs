@@ -158,6 +158,12 @@ async fn accept_loop(listener: TcpListener, shared: &Arc<Shared>, local: &Arc<At
             },
         };
         let _ = stream.set_nodelay(true);
+        if shared.settings.send_buffer_bytes > 0 {
+            let _ = rustix::net::sockopt::set_socket_send_buffer_size(
+                &stream,
+                shared.settings.send_buffer_bytes,
+            );
+        }
         let shared = shared.clone();
         let global = shared.shutdown.connection_opened();
         local.fetch_add(1, Ordering::AcqRel);

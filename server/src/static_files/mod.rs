@@ -137,7 +137,7 @@ impl StaticFiles {
         };
         let variant = entry.variant(encoding);
         let validators = Validators {
-            etag: variant.etag.to_str().unwrap_or(""),
+            etag: variant.etag.as_bytes(),
             last_modified: variant.modified,
         };
         let vary = !entry.available.is_empty();
@@ -249,7 +249,15 @@ impl StaticFiles {
 
 fn whole(v: &Variant) -> Body {
     match &v.data {
-        Data::Memory(b) => Body::Bytes(b.clone()),
+        Data::Memory(b, None) => Body::Bytes(b.clone()),
+        Data::Memory(b, Some(f)) => Body::Mirrored(
+            b.clone(),
+            FileSlice {
+                file: f.clone(),
+                offset: 0,
+                len: v.len,
+            },
+        ),
         Data::File(f) => Body::File(FileSlice {
             file: f.clone(),
             offset: 0,
@@ -260,7 +268,7 @@ fn whole(v: &Variant) -> Body {
 
 fn slice(v: &Variant, br: ByteRange) -> Body {
     match &v.data {
-        Data::Memory(b) => Body::Bytes(b.slice(br.start as usize..=br.end as usize)),
+        Data::Memory(b, _) => Body::Bytes(b.slice(br.start as usize..=br.end as usize)),
         Data::File(f) => Body::File(FileSlice {
             file: f.clone(),
             offset: br.start,

@@ -61,6 +61,10 @@ fn body(r: &Reply) -> Vec<u8> {
         Body::Empty => vec![],
         Body::Bytes(b) => b.to_vec(),
         Body::File(f) => read(f),
+        Body::Mirrored(b, f) => {
+            assert_eq!(b.to_vec(), read(f), "both copies agree");
+            b.to_vec()
+        }
         Body::Parts(parts) => parts
             .iter()
             .flat_map(|p| match p {
@@ -325,6 +329,22 @@ fn set_mtime(path: &Path, t: SystemTime) {
 }
 
 #[test]
+fn mid_size_cached_files_keep_a_descriptor_for_sendfile() {
+    let s = site(|p| {
+        std::fs::write(p.join("small.txt"), vec![b'a'; 1024]).unwrap();
+        std::fs::write(p.join("mid.bin"), vec![b'b'; 100 * 1024]).unwrap();
+    });
+    assert!(matches!(
+        s.files.respond(&get("/small.txt")).body,
+        Body::Bytes(_)
+    ));
+    let r = s.files.respond(&get("/mid.bin"));
+    assert!(matches!(r.body, Body::Mirrored(..)));
+    assert_eq!(body(&r), vec![b'b'; 100 * 1024]);
+    assert!(s.files.respond(&get("/mid.bin")).cache_hit);
+}
+
+#[test]
 fn precompressed_sidecars() {
     let now = SystemTime::now();
     let s = site(|p| {
@@ -433,6 +453,7 @@ fn cache_is_bounded_in_bytes() {
             max_file_size: 64 * 1024,
             max_bytes: 256 * 1024,
             revalidate: Duration::from_secs(60),
+            ..CacheSettings::default()
         },
         |p| {
             for i in 0..40 {
