@@ -44,6 +44,11 @@ impl AccessLog {
         self.format != LogFormat::Off
     }
 
+    /// Only the JSON format records durations; the combined format has no field for it.
+    pub fn wants_duration(&self) -> bool {
+        self.format == LogFormat::Json
+    }
+
     pub fn log(&mut self, r: &LogRecord<'_>) {
         match self.format {
             LogFormat::Off => return,

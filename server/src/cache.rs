@@ -86,6 +86,8 @@ pub struct Variant {
     pub etag: HeaderValue,
     pub last_modified: HeaderValue,
     pub data: Data,
+    /// The 200 response head, built on first use by the handler that owns header policy.
+    pub head_200: std::sync::OnceLock<Arc<crate::http::reply::PrebuiltHead>>,
 }
 
 /// A file and its sidecars, ready to serve.
@@ -350,6 +352,7 @@ impl FileCache {
             last_modified: HeaderValue::from_str(&httpdate::fmt_http_date(modified))
                 .expect("http date is a valid header value"),
             data,
+            head_200: std::sync::OnceLock::new(),
         })
     }
 }

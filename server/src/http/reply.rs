@@ -61,9 +61,39 @@ impl Body {
     }
 }
 
+/// Response headers built once and shared by every response that uses them (the 200 of
+/// a cached file): as fields for hyper, and as ready HTTP/1.1 lines for the fast path.
+#[derive(Debug)]
+pub struct PrebuiltHead {
+    pub fields: Vec<(HeaderName, HeaderValue)>,
+    /// `fields` as "Name: value\r\n" lines, followed by the Content-Length line.
+    pub wire: Bytes,
+}
+
+impl PrebuiltHead {
+    pub fn new(fields: Vec<(HeaderName, HeaderValue)>, content_length: u64) -> PrebuiltHead {
+        let mut wire = Vec::with_capacity(256);
+        for (name, value) in &fields {
+            wire.extend_from_slice(name.as_str().as_bytes());
+            wire.extend_from_slice(b": ");
+            wire.extend_from_slice(value.as_bytes());
+            wire.extend_from_slice(b"\r\n");
+        }
+        wire.extend_from_slice(b"Content-Length: ");
+        crate::http::text::push_decimal(&mut wire, content_length);
+        wire.extend_from_slice(b"\r\n");
+        PrebuiltHead {
+            fields,
+            wire: Bytes::from(wire),
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Reply {
     pub status: StatusCode,
+    /// Shared headers (with Content-Length) sent before `headers`, when present.
+    pub shared_head: Option<Arc<PrebuiltHead>>,
     /// Headers other than Date, Server, Content-Length and Connection, which the
     /// connection layer owns.
     pub headers: Vec<(HeaderName, HeaderValue)>,
@@ -76,6 +106,7 @@ impl Reply {
     pub fn new(status: StatusCode) -> Reply {
         Reply {
             status,
+            shared_head: None,
             headers: Vec::new(),
             body: Body::Empty,
             cache_hit: false,
@@ -96,6 +127,7 @@ impl Reply {
         );
         Reply {
             status,
+            shared_head: None,
             headers: vec![(
                 http::header::CONTENT_TYPE,
                 HeaderValue::from_static("text/html; charset=utf-8"),
@@ -103,6 +135,14 @@ impl Reply {
             body: Body::Bytes(Bytes::from(body)),
             cache_hit: false,
         }
+    }
+
+    /// Every header field: the shared ones, then the reply's own.
+    pub fn header_fields(&self) -> impl Iterator<Item = &(HeaderName, HeaderValue)> {
+        self.shared_head
+            .iter()
+            .flat_map(|h| h.fields.iter())
+            .chain(self.headers.iter())
     }
 
     /// Whether this status may carry a body and Content-Length (RFC 9110 §6.4.1).

@@ -372,7 +372,11 @@ impl Conn<'_> {
                     bytes: body_bytes,
                     referer: head.referer,
                     user_agent: head.user_agent,
-                    duration_us: start.elapsed().as_micros() as u64,
+                    duration_us: if w.log.wants_duration() {
+                        start.elapsed().as_micros() as u64
+                    } else {
+                        0
+                    },
                 });
             }
         });
@@ -510,6 +514,9 @@ impl Output {
         h.extend_from_slice(b"\r\nServer: skiff\r\nDate: ");
         crate::http::date::with_http_date(|d| h.extend_from_slice(d.as_bytes()));
         h.extend_from_slice(b"\r\n");
+        if let Some(shared) = &reply.shared_head {
+            h.extend_from_slice(&shared.wire); // includes Content-Length
+        }
         for (name, value) in &reply.headers {
             h.extend_from_slice(name.as_str().as_bytes());
             h.extend_from_slice(b": ");
@@ -517,7 +524,7 @@ impl Output {
             h.extend_from_slice(b"\r\n");
         }
         let with_body = reply.has_body_semantics();
-        if with_body {
+        if with_body && reply.shared_head.is_none() {
             h.extend_from_slice(b"Content-Length: ");
             push_decimal(h, reply.body.len());
             h.extend_from_slice(b"\r\n");

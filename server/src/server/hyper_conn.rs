@@ -123,7 +123,11 @@ fn handle(req: Request<Incoming>, remote: &str, shared: &Shared) -> Response<Rep
                 bytes: sent,
                 referer: head.referer,
                 user_agent: head.user_agent,
-                duration_us: start.elapsed().as_micros() as u64,
+                duration_us: if w.log.wants_duration() {
+                    start.elapsed().as_micros() as u64
+                } else {
+                    0
+                },
             });
         }
     });
@@ -148,6 +152,11 @@ fn into_response(reply: Reply, head_only: bool, chunk: usize) -> Response<ReplyB
             headers.insert(DATE, v);
         }
     });
+    if let Some(shared) = &reply.shared_head {
+        for (name, value) in &shared.fields {
+            headers.append(name.clone(), value.clone());
+        }
+    }
     for (name, value) in reply.headers {
         headers.append(name, value);
     }

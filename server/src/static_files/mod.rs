@@ -9,14 +9,15 @@ use crate::fs::path::{clean_request_path, PathPolicy};
 use crate::http::conditional::{self, Outcome, Validators};
 use crate::http::encoding::negotiate;
 use crate::http::range::{self, ByteRange, RangeOutcome};
-use crate::http::reply::{Body, FileSlice, Part, Reply};
+use crate::http::reply::{Body, FileSlice, Part, PrebuiltHead, Reply};
 use crate::http::request::RequestHead;
 use bytes::Bytes;
 use http::header::{
     ACCEPT_RANGES, ALLOW, CACHE_CONTROL, CONTENT_ENCODING, CONTENT_RANGE, CONTENT_TYPE, ETAG,
     LAST_MODIFIED, LOCATION, VARY,
 };
-use http::{HeaderValue, Method, StatusCode};
+use http::{HeaderName, HeaderValue, Method, StatusCode};
+use std::sync::Arc;
 
 const ALLOWED: HeaderValue = HeaderValue::from_static("GET, HEAD, OPTIONS");
 
@@ -155,20 +156,6 @@ impl StaticFiles {
             Outcome::PreconditionFailed => return Reply::error(StatusCode::PRECONDITION_FAILED),
         }
 
-        let mut r = Reply::new(StatusCode::OK);
-        r.headers.reserve(7);
-        r.headers.push((CONTENT_TYPE, entry.content_type.clone()));
-        r.headers
-            .push((LAST_MODIFIED, variant.last_modified.clone()));
-        r.headers.push((ETAG, variant.etag.clone()));
-        r.headers
-            .push((ACCEPT_RANGES, HeaderValue::from_static("bytes")));
-        if let Some(e) = variant.encoding {
-            r.headers
-                .push((CONTENT_ENCODING, HeaderValue::from_static(e.token())));
-        }
-        self.push_cache_headers(&mut r, vary);
-
         let ranges = match req.range {
             Some(h) if req.method == Method::GET => {
                 if req
@@ -182,10 +169,24 @@ impl StaticFiles {
             }
             _ => RangeOutcome::Ignore,
         };
+        if ranges == RangeOutcome::Ignore {
+            // The common case: the whole file, with a head built once per file version.
+            let head = variant.head_200.get_or_init(|| {
+                Arc::new(PrebuiltHead::new(
+                    self.representation_headers(entry, variant, vary),
+                    variant.len,
+                ))
+            });
+            let mut r = Reply::new(StatusCode::OK);
+            r.shared_head = Some(head.clone());
+            r.body = whole(variant);
+            return r;
+        }
+        let mut r = Reply::new(StatusCode::OK);
+        r.headers = self.representation_headers(entry, variant, vary);
+
         match ranges {
-            RangeOutcome::Ignore => {
-                r.body = whole(variant);
-            }
+            RangeOutcome::Ignore => unreachable!("handled above"),
             RangeOutcome::Unsatisfiable => {
                 let mut e = Reply::error(StatusCode::RANGE_NOT_SATISFIABLE);
                 e.headers.push((
@@ -234,6 +235,28 @@ impl StaticFiles {
             }
         }
         r
+    }
+
+    fn representation_headers(
+        &self,
+        entry: &FileEntry,
+        variant: &Variant,
+        vary: bool,
+    ) -> Vec<(HeaderName, HeaderValue)> {
+        let mut r = Reply::new(StatusCode::OK);
+        r.headers.reserve(7);
+        r.headers.push((CONTENT_TYPE, entry.content_type.clone()));
+        r.headers
+            .push((LAST_MODIFIED, variant.last_modified.clone()));
+        r.headers.push((ETAG, variant.etag.clone()));
+        r.headers
+            .push((ACCEPT_RANGES, HeaderValue::from_static("bytes")));
+        if let Some(e) = variant.encoding {
+            r.headers
+                .push((CONTENT_ENCODING, HeaderValue::from_static(e.token())));
+        }
+        self.push_cache_headers(&mut r, vary);
+        r.headers
     }
 
     fn push_cache_headers(&self, r: &mut Reply, vary: bool) {

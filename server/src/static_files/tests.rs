@@ -44,8 +44,7 @@ fn get(path: &str) -> RequestHead<'_> {
 }
 
 fn header<'r>(r: &'r Reply, name: &str) -> Option<&'r str> {
-    r.headers
-        .iter()
+    r.header_fields()
         .find(|(n, _)| n.as_str() == name)
         .map(|(_, v)| v.to_str().unwrap())
 }
