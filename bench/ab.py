@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""A/B benchmark of two (or more) skiff configurations, side by side in one run.
+
+Pinned like ../shared/bench/static_bench.py (server on CPU 0, wrk on CPU 1), rounds
+interleaved (A, B, A, B, ...) so machine noise hits every variant alike. Reports the
+median req/s and server CPU microseconds per request for each variant and file.
+
+Usage:
+  bench/ab.py --variant 'log on=' --variant 'log off=--access-log off' \
+              --file index.html:1795:20 --rounds 3 --seconds 4
+
+A variant is LABEL=EXTRA_FLAGS. A file is NAME:SIZE:CONNECTIONS; it is created in a
+temporary root with the shared bench's payload. Requires wrk and taskset.
+"""
+import argparse
+import os
+import shlex
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SKIFF = os.path.join(HERE, "..", "target", "release", "skiff")
+PAYLOAD = b"<p>featherweight static edge benchmark payload</p>\n" * 2048
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port, timeout=10.0):
+    end = time.time() + timeout
+    while time.time() < end:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return True
+        except OSError:
+            time.sleep(0.05)
+    return False
+
+
+def cpu_seconds(pid):
+    hz = os.sysconf("SC_CLK_TCK")
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / hz
+
+
+def run_once(root, extra, name, conns, seconds):
+    port = free_port()
+    cmd = ["taskset", "-c", "0", SKIFF, "serve", root, "--listen", f"127.0.0.1:{port}",
+           "--admin-listen", "127.0.0.1:0", "--threads", "1"] + shlex.split(extra)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    try:
+        if not wait_port(port):
+            raise RuntimeError(f"skiff did not start: {cmd}")
+        cpu0 = cpu_seconds(proc.pid)
+        out = subprocess.run(["taskset", "-c", "1", "wrk", "-t1", f"-c{conns}", f"-d{seconds}s",
+                              f"http://127.0.0.1:{port}/{name}"], capture_output=True, text=True).stdout
+        cpu = cpu_seconds(proc.pid) - cpu0
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait()
+    requests = rps = 0
+    errors = 0
+    for line in out.splitlines():
+        if " requests in " in line:
+            requests = int(line.split()[0])
+        elif line.startswith("Requests/sec:"):
+            rps = float(line.split()[1])
+        elif "Non-2xx" in line or "Socket errors" in line:
+            errors += sum(int(x.strip(",")) for x in line.split() if x.strip(",").isdigit())
+    return rps, (cpu * 1e6 / requests if requests else float("nan")), errors
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--variant", action="append", required=True, help="LABEL=EXTRA_FLAGS")
+    ap.add_argument("--file", action="append", required=True, help="NAME:SIZE:CONNS")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--seconds", type=int, default=4)
+    args = ap.parse_args()
+    if not os.path.exists(SKIFF):
+        sys.exit("build first: cargo build --release -p skiff")
+    variants = [v.split("=", 1) for v in args.variant]
+    files = []
+    with tempfile.TemporaryDirectory(prefix="skiff-ab-") as root:
+        for spec in args.file:
+            name, size, conns = spec.split(":")
+            size = int(size)
+            with open(os.path.join(root, name), "wb") as f:
+                left = size
+                while left > 0:
+                    part = PAYLOAD[: min(left, len(PAYLOAD))]
+                    f.write(part)
+                    left -= len(part)
+            files.append((name, int(conns)))
+        results = {(label, name): [] for label, _ in variants for name, _ in files}
+        for _ in range(args.rounds):
+            for name, conns in files:
+                for label, extra in variants:
+                    results[(label, name)].append(run_once(root, extra, name, conns, args.seconds))
+    print("| file | variant | req/s (median) | CPU us/req (median) | errors |")
+    print("|---|---|---|---|---|")
+    for name, _ in files:
+        for label, _ in variants:
+            runs = results[(label, name)]
+            print(f"| {name} | {label} | {statistics.median(r[0] for r in runs):.0f} | "
+                  f"{statistics.median(r[1] for r in runs):.2f} | {sum(r[2] for r in runs)} |")
+
+
+if __name__ == "__main__":
+    main()
