@@ -98,6 +98,9 @@ pub struct ServeArgs {
     /// files keep a descriptor for it); smaller ones from memory or with pread(2)+write.
     #[arg(long, default_value_t = 48 * 1024, env = "SKIFF_SENDFILE_MIN_BYTES")]
     pub sendfile_min_bytes: u64,
+    /// Bodies at least this large use pread(2)+write instead of sendfile (0: never).
+    #[arg(long, default_value_t = 16 << 20, env = "SKIFF_SENDFILE_MAX_BYTES")]
+    pub sendfile_max_bytes: u64,
     /// Largest single sendfile(2) call.
     #[arg(long, default_value_t = 4 << 20, env = "SKIFF_SENDFILE_CHUNK_BYTES")]
     pub sendfile_chunk_bytes: usize,
@@ -108,7 +111,7 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = false, env = "SKIFF_TCP_CORK", action = clap::ArgAction::Set)]
     pub tcp_cork: bool,
     /// Read buffer for bodies not sent with sendfile.
-    #[arg(long, default_value_t = 256 * 1024, env = "SKIFF_READ_CHUNK_BYTES")]
+    #[arg(long, default_value_t = 1 << 20, env = "SKIFF_READ_CHUNK_BYTES")]
     pub read_chunk_bytes: usize,
     /// After SIGTERM, keep listening this long with /readyz failing (endpoint removal).
     #[arg(long, default_value = "0s", value_parser = humantime::parse_duration, env = "SKIFF_SHUTDOWN_DELAY")]
@@ -163,6 +166,7 @@ impl ServeArgs {
             },
             access_log: self.access_log,
             sendfile_min_bytes: self.sendfile_min_bytes,
+            sendfile_max_bytes: self.sendfile_max_bytes,
             sendfile_chunk_bytes: self.sendfile_chunk_bytes.max(64 * 1024),
             tcp_cork: self.tcp_cork,
             send_buffer_bytes: self.send_buffer_bytes,

@@ -54,6 +54,10 @@ pub struct Settings {
     pub send_buffer_bytes: usize,
     /// Set TCP_CORK while a file body streams.
     pub tcp_cork: bool,
+    /// Bodies at least this large go back to pread+write (0: never). On loopback the
+    /// receiver drains 4 KiB page-cache fragments from sendfile more slowly than the 32 KiB
+    /// fragments write() builds, so huge bodies move faster with pread (BENCHMARKS.md).
+    pub sendfile_max_bytes: u64,
     /// Buffer size for the pread path.
     pub read_chunk_bytes: usize,
     /// After SIGTERM, /readyz fails at once; listening stops after this delay.

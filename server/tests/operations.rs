@@ -207,11 +207,20 @@ fn changed_and_deleted_files_are_served_fresh_within_the_interval() {
 }
 
 #[test]
-fn truncation_mid_send_closes_only_that_connection() {
+fn truncation_mid_sendfile_closes_only_that_connection() {
+    truncation_mid_send(&["--sendfile-max-bytes", "0"]);
+}
+
+#[test]
+fn truncation_mid_pread_closes_only_that_connection() {
+    truncation_mid_send(&["--sendfile-min-bytes", "999999999999"]);
+}
+
+fn truncation_mid_send(flags: &[&str]) {
     let site = sample_site();
     let path = site.path().join("huge.bin");
     std::fs::write(&path, vec![b'z'; 64 * 1024 * 1024]).unwrap();
-    let srv = Server::start(site.path(), &[]);
+    let srv = Server::start(site.path(), flags);
     let mut s = TcpStream::connect(srv.addr).unwrap();
     // A small receive buffer keeps most of the body on the server side.
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();

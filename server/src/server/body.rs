@@ -31,6 +31,8 @@ fn truncated() -> io::Error {
 #[derive(Debug, Clone, Copy)]
 pub struct FileSendPolicy {
     pub sendfile_min_bytes: u64,
+    /// Bodies at least this large use pread+write again (0: no upper bound).
+    pub sendfile_max_bytes: u64,
     pub sendfile_chunk_bytes: usize,
     pub read_chunk_bytes: usize,
     pub cork: bool,
@@ -64,26 +66,40 @@ async fn send_file_slice_inner(
     let mut sent = Sent::default();
     let end = f.offset + f.len;
     let mut off = f.offset;
-    if f.len >= sendfile_min_bytes {
+    let below_max = policy.sendfile_max_bytes == 0 || f.len < policy.sendfile_max_bytes;
+    if f.len >= sendfile_min_bytes && below_max {
         while off < end {
             // The kernel caps one call at ~2 GiB; smaller calls keep the loop fair to
             // other connections on this worker.
             let count = (end - off).min(policy.sendfile_chunk_bytes as u64) as usize;
+            let mut short = 0usize;
             let r = stream.try_io(Interest::WRITABLE, || {
-                rustix::fs::sendfile(stream, &*f.file, Some(&mut off), count)
-                    .map_err(io::Error::from)
+                let n = rustix::fs::sendfile(stream, &*f.file, Some(&mut off), count)
+                    .map_err(io::Error::from)?;
+                if n > 0 && n < count {
+                    // A short write on a non-blocking TCP socket means its send buffer is
+                    // full: clear readiness now rather than by a call that returns EAGAIN.
+                    short = n;
+                    return Err(io::ErrorKind::WouldBlock.into());
+                }
+                Ok(n)
             });
             match r {
                 Ok(0) => return Err(truncated()),
                 Ok(n) => sent.via_sendfile += n as u64,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => stream.writable().await?,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    sent.via_sendfile += short as u64;
+                    stream.writable().await?
+                }
                 Err(e) => return Err(e),
             }
         }
         return Ok(sent);
     }
-    if chunk.len() < chunk_size {
-        chunk.resize(chunk_size, 0);
+    // The buffer lives for this transfer only, so idle connections hold no big buffers.
+    let want_buf = chunk_size.min(f.len as usize).max(1);
+    if chunk.len() < want_buf {
+        chunk.resize(want_buf, 0);
     }
     while off < end {
         let want = ((end - off) as usize).min(chunk.len());
@@ -104,6 +120,9 @@ async fn send_file_slice_inner(
         }
         off += n as u64;
         sent.via_pread += n as u64;
+    }
+    if chunk.len() > 64 * 1024 {
+        *chunk = Vec::new();
     }
     Ok(sent)
 }

@@ -422,6 +422,7 @@ impl Conn<'_> {
                 let settings = &self.shared.settings;
                 let policy = FileSendPolicy {
                     sendfile_min_bytes: settings.sendfile_min_bytes,
+                    sendfile_max_bytes: settings.sendfile_max_bytes,
                     sendfile_chunk_bytes: settings.sendfile_chunk_bytes,
                     read_chunk_bytes: settings.read_chunk_bytes,
                     cork: settings.tcp_cork,

@@ -131,7 +131,12 @@ fn handle(req: Request<Incoming>, remote: &str, shared: &Shared) -> Response<Rep
             });
         }
     });
-    into_response(reply, head_only, shared.settings.read_chunk_bytes)
+    // HTTP/2 frames bodies itself; 256 KiB reads keep memory per stream modest.
+    into_response(
+        reply,
+        head_only,
+        shared.settings.read_chunk_bytes.min(256 * 1024),
+    )
 }
 
 fn into_response(reply: Reply, head_only: bool, chunk: usize) -> Response<ReplyBody> {
