@@ -72,25 +72,16 @@ async fn send_file_slice_inner(
             // The kernel caps one call at ~2 GiB; smaller calls keep the loop fair to
             // other connections on this worker.
             let count = (end - off).min(policy.sendfile_chunk_bytes as u64) as usize;
-            let mut short = 0usize;
+            // A short sendfile can mean a full socket or the end of a file truncated
+            // under us, so it is retried: the next call answers EAGAIN or 0 (truncated).
             let r = stream.try_io(Interest::WRITABLE, || {
-                let n = rustix::fs::sendfile(stream, &*f.file, Some(&mut off), count)
-                    .map_err(io::Error::from)?;
-                if n > 0 && n < count {
-                    // A short write on a non-blocking TCP socket means its send buffer is
-                    // full: clear readiness now rather than by a call that returns EAGAIN.
-                    short = n;
-                    return Err(io::ErrorKind::WouldBlock.into());
-                }
-                Ok(n)
+                rustix::fs::sendfile(stream, &*f.file, Some(&mut off), count)
+                    .map_err(io::Error::from)
             });
             match r {
                 Ok(0) => return Err(truncated()),
                 Ok(n) => sent.via_sendfile += n as u64,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    sent.via_sendfile += short as u64;
-                    stream.writable().await?
-                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => stream.writable().await?,
                 Err(e) => return Err(e),
             }
         }
