@@ -1,0 +1,94 @@
+//! Skiff's configuration: the typed model (serde + schemars), YAML parsing with errors that
+//! point to a line and column, and the semantic validation that both the server and the
+//! operator run, so the operator refuses exactly what the server would.
+
+mod hosts;
+mod locate;
+pub mod model;
+mod template;
+mod validate;
+
+pub use hosts::HostPattern;
+pub use model::*;
+pub use template::{Piece, Template};
+pub use validate::{validate, Issue};
+
+/// Why a configuration was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// Not YAML, or not the shape of a config; the message has the line, column and a snippet.
+    #[error("{0}")]
+    Syntax(String),
+    /// Well-formed but wrong; one line per problem.
+    #[error("{}", .0.iter().map(|p| p.to_string()).collect::<Vec<_>>().join("\n"))]
+    Invalid(Vec<Problem>),
+}
+
+/// A semantic problem with its location in the file, when known.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    pub line: Option<usize>,
+    pub column: Option<usize>,
+    pub path: String,
+    pub message: String,
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let (Some(l), Some(c)) = (self.line, self.column) {
+            write!(f, "line {l} column {c}: ")?;
+        }
+        write!(f, "{}: {}", self.path, self.message)
+    }
+}
+
+/// Parses and validates a YAML configuration.
+pub fn parse_yaml(text: &str) -> Result<Config, ConfigError> {
+    let cfg: Config =
+        serde_saphyr::from_str(text).map_err(|e| ConfigError::Syntax(e.to_string()))?;
+    let issues = validate(&cfg);
+    if issues.is_empty() {
+        return Ok(cfg);
+    }
+    let mut problems: Vec<Problem> = issues
+        .into_iter()
+        .map(|i| {
+            let at = locate::locate(text, &i.path);
+            Problem {
+                line: at.map(|a| a.0),
+                column: at.map(|a| a.1),
+                path: i.path,
+                message: i.message,
+            }
+        })
+        .collect();
+    // Document order; problems without a location last.
+    problems.sort_by_key(|p| (p.line.unwrap_or(usize::MAX), p.column.unwrap_or(usize::MAX)));
+    Err(ConfigError::Invalid(problems))
+}
+
+/// Renders a configuration as YAML (what the operator writes into a ConfigMap).
+pub fn to_yaml(cfg: &Config) -> String {
+    serde_saphyr::to_string(cfg).expect("the config model always serializes")
+}
+
+/// The JSON Schema of the configuration, as committed in `config.schema.json`.
+pub fn json_schema() -> String {
+    let schema = schemars::schema_for!(Config);
+    let mut text = serde_json::to_string_pretty(&schema).expect("a schema serializes");
+    text.push('\n');
+    text
+}
+
+/// Parses a CIDR (`10.0.0.0/8`) or a single address (`192.0.2.7`, taken as /32 or /128).
+pub fn parse_cidr(text: &str) -> Result<ipnet::IpNet, String> {
+    if let Ok(net) = text.parse::<ipnet::IpNet>() {
+        return Ok(net.trunc());
+    }
+    text.parse::<std::net::IpAddr>()
+        .map(ipnet::IpNet::from)
+        .map_err(|_| format!("{text:?} is not a CIDR such as 10.0.0.0/8 or an IP address"))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,468 @@
+//! The configuration model. Every field is documented here; the documentation flows into
+//! the JSON Schema (`config.schema.json`) and from there into editors and the operator.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// A Skiff server configuration: listeners, global limits, virtual servers and backend pools.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Address for HTTP traffic (HTTP/1.1 and h2c), `IP:PORT`. Changing it needs a restart.
+    #[serde(default = "default_listen")]
+    pub listen: String,
+    /// Address of the admin listener (/healthz, /readyz, /metrics), `IP:PORT`. Changing it needs a restart.
+    #[serde(default = "default_admin_listen")]
+    pub admin_listen: String,
+    /// Serving threads, each with its own event loop. Default: the number of cores. Changing it needs a restart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads: Option<usize>,
+    /// The in-memory I/O cache.
+    #[serde(default)]
+    pub cache: CacheConfig,
+    /// Request limits and timeouts.
+    #[serde(default)]
+    pub limits: LimitsConfig,
+    /// The access log, written to stdout.
+    #[serde(default)]
+    pub access_log: AccessLogConfig,
+    /// Proxies (CIDRs) whose `X-Forwarded-For` is believed when finding the client address.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub trusted_proxies: Vec<String>,
+    /// What a request for a host that no virtual server names gets, when no virtual server is the default.
+    #[serde(default)]
+    pub unknown_host: UnknownHost,
+    /// The virtual servers this process hosts.
+    pub virtual_servers: Vec<VirtualServer>,
+    /// Backend pools that `proxy`, `fastcgi`, `uwsgi` and `scgi` actions send requests to.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pools: Vec<Pool>,
+}
+
+fn default_listen() -> String {
+    "0.0.0.0:8080".into()
+}
+fn default_admin_listen() -> String {
+    "127.0.0.1:9145".into()
+}
+
+/// I/O cache sizing.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CacheConfig {
+    /// Files up to this many bytes are held in memory.
+    #[serde(default = "default_max_file_size")]
+    pub max_file_size: u64,
+    /// Total bytes the cache may hold.
+    #[serde(default = "default_max_bytes")]
+    pub max_bytes: u64,
+    /// How often a cached file is re-checked with stat, e.g. `1s` or `250ms`.
+    #[serde(default = "default_revalidate", with = "humantime_serde")]
+    #[schemars(with = "String")]
+    pub revalidate: Duration,
+}
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        CacheConfig {
+            max_file_size: default_max_file_size(),
+            max_bytes: default_max_bytes(),
+            revalidate: default_revalidate(),
+        }
+    }
+}
+fn default_max_file_size() -> u64 {
+    256 * 1024
+}
+fn default_max_bytes() -> u64 {
+    64 * 1024 * 1024
+}
+fn default_revalidate() -> Duration {
+    Duration::from_secs(1)
+}
+
+/// Request limits and timeouts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsConfig {
+    /// Largest request head in bytes; 431 beyond.
+    #[serde(default = "default_max_header_bytes")]
+    pub max_header_bytes: usize,
+    /// Longest request line in bytes; 414 beyond.
+    #[serde(default = "default_max_request_line")]
+    pub max_request_line: usize,
+    /// Time to receive a request head once it has started (slowloris guard).
+    #[serde(default = "default_header_timeout", with = "humantime_serde")]
+    #[schemars(with = "String")]
+    pub header_timeout: Duration,
+    /// Idle keep-alive connections are closed after this long.
+    #[serde(default = "default_keepalive_timeout", with = "humantime_serde")]
+    #[schemars(with = "String")]
+    pub keepalive_timeout: Duration,
+    /// Connections beyond this are held, unserved, until others close.
+    #[serde(default = "default_max_connections")]
+    pub max_connections: usize,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        LimitsConfig {
+            max_header_bytes: default_max_header_bytes(),
+            max_request_line: default_max_request_line(),
+            header_timeout: default_header_timeout(),
+            keepalive_timeout: default_keepalive_timeout(),
+            max_connections: default_max_connections(),
+        }
+    }
+}
+fn default_max_header_bytes() -> usize {
+    16 * 1024
+}
+fn default_max_request_line() -> usize {
+    8 * 1024
+}
+fn default_header_timeout() -> Duration {
+    Duration::from_secs(10)
+}
+fn default_keepalive_timeout() -> Duration {
+    Duration::from_secs(75)
+}
+fn default_max_connections() -> usize {
+    10_000
+}
+
+/// Access log settings.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AccessLogConfig {
+    /// `combined` (Apache combined, the default), `json`, or `off`.
+    #[serde(default)]
+    pub format: AccessLogFormat,
+}
+
+/// Access log line format.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum AccessLogFormat {
+    #[default]
+    Combined,
+    Json,
+    Off,
+}
+
+/// The answer for a host no virtual server names, when none is the default.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum UnknownHost {
+    /// 421 Misdirected Request.
+    #[default]
+    Misdirected,
+    /// 404 Not Found.
+    NotFound,
+}
+
+/// A virtual server: a set of host names with a document root and ordered rules.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VirtualServer {
+    /// A unique name, used in metrics labels and logs.
+    pub name: String,
+    /// Host names served: exact (`www.example.com`) or a leading wildcard (`*.example.com`). Matched case-insensitively, without the port.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<String>,
+    /// Serve requests for hosts no virtual server names. At most one virtual server may be the default.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub default: bool,
+    /// Document root for `static` actions; relative paths are taken from the config file's folder.
+    pub root: String,
+    /// Index files tried, in order, for a directory.
+    #[serde(default = "default_index")]
+    pub index: Vec<String>,
+    /// Generate an HTML listing for directories without an index file.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub listing: bool,
+    /// Serve files whose names start with a dot (`.well-known` is always served).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub hidden_files: bool,
+    /// Let symlinks point outside the document root.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub follow_symlinks_outside_root: bool,
+    /// Custom error pages: a status code (400-599) mapped to a path under the root, e.g. `404: /404.html`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub error_pages: BTreeMap<u16, String>,
+    /// Rules, evaluated in order; the first that matches handles the request. With no match, files are served from `root`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rules: Vec<Rule>,
+}
+
+fn default_index() -> Vec<String> {
+    vec!["index.html".into(), "index.htm".into()]
+}
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// A rule: what requests it matches, what handles them, and what it changes on the way.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Rule {
+    /// An optional name, for logs and error messages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Conditions, all of which must hold. An empty match matches every request.
+    #[serde(default, rename = "match")]
+    pub matches: Match,
+    /// What answers the request.
+    pub action: Action,
+    /// Response headers to add, set or remove.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub headers: Option<HeaderOps>,
+    /// Browser caching: sets Cache-Control and Expires.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<CachePolicy>,
+    /// Cross-origin resource sharing, including preflight answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cors: Option<Cors>,
+    /// HTTP basic authentication against an htpasswd file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub basic_auth: Option<BasicAuth>,
+    /// Client address allow and deny lists.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access: Option<AccessList>,
+    /// Per-client-address request rate limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<RateLimit>,
+}
+
+/// Request conditions. All given conditions must hold.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Match {
+    /// The path starts with this (after decoding and normalization), e.g. `/static/`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix: Option<String>,
+    /// The path equals this exactly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// The path matches this regular expression (Rust `regex` syntax); its captures are `$1`..`$9` in redirects.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub regex: Option<String>,
+    /// The file extension is one of these (without the dot), e.g. `[css, js]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extensions: Vec<String>,
+    /// The method is one of these, e.g. `[GET, HEAD]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub methods: Vec<String>,
+    /// Request headers that must be present, or equal a value.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub headers: Vec<HeaderMatch>,
+}
+
+/// A request header condition.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HeaderMatch {
+    /// The header name (case-insensitive).
+    pub name: String,
+    /// When given, the header must equal this value exactly; otherwise it must only be present.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+}
+
+/// What answers a matched request. Exactly one kind.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum Action {
+    /// Serve files from the virtual server's root.
+    Static {},
+    /// Redirect. `to` may use `$1`..`$9` (regex captures), `$host`, `$scheme`, `$request_uri` (path and query), `$uri` (path) and `$args` (query).
+    Redirect {
+        /// The Location template.
+        to: String,
+        /// 301, 302, 303, 307 or 308.
+        #[serde(default = "default_redirect_status")]
+        status: u16,
+    },
+    /// Answer with a fixed response.
+    Return {
+        /// The status code (200-599).
+        status: u16,
+        /// The body.
+        #[serde(default)]
+        body: String,
+        /// The Content-Type of the body.
+        #[serde(default = "default_return_type")]
+        content_type: String,
+    },
+    /// Refuse the request.
+    Deny {
+        /// The status code (400-599), 403 by default.
+        #[serde(default = "default_deny_status")]
+        status: u16,
+    },
+    /// Send to an HTTP backend pool.
+    Proxy(PoolRef),
+    /// Send to a FastCGI backend pool (PHP-FPM).
+    Fastcgi(PoolRef),
+    /// Send to a uWSGI backend pool.
+    Uwsgi(PoolRef),
+    /// Send to an SCGI backend pool.
+    Scgi(PoolRef),
+}
+
+fn default_redirect_status() -> u16 {
+    302
+}
+fn default_deny_status() -> u16 {
+    403
+}
+fn default_return_type() -> String {
+    "text/plain; charset=utf-8".into()
+}
+
+/// A reference to a backend pool.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PoolRef {
+    /// The name of a pool in `pools`, of the matching protocol.
+    pub pool: String,
+}
+
+/// Response header changes, applied in the order remove, set, add.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HeaderOps {
+    /// Header names to remove.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub remove: Vec<String>,
+    /// Headers to set, replacing any value present.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub set: BTreeMap<String, String>,
+    /// Headers to add, keeping values present.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub add: BTreeMap<String, String>,
+}
+
+/// Browser caching policy.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CachePolicy {
+    /// Seconds a response may be reused: `Cache-Control: max-age=N` and a matching `Expires`.
+    pub max_age: u64,
+    /// Adds `public` (shared caches may store it) or `private`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub visibility: Option<CacheVisibility>,
+    /// Adds `immutable`, for fingerprinted assets.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub immutable: bool,
+}
+
+/// Who may store a cached response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CacheVisibility {
+    Public,
+    Private,
+}
+
+/// CORS policy.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Cors {
+    /// Allowed origins (`https://app.example.com`), or `*` for any.
+    pub allow_origins: Vec<String>,
+    /// Methods allowed in preflight answers.
+    #[serde(default = "default_cors_methods")]
+    pub allow_methods: Vec<String>,
+    /// Request headers allowed in preflight answers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_headers: Vec<String>,
+    /// Response headers exposed to scripts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub expose_headers: Vec<String>,
+    /// Send `Access-Control-Allow-Credentials: true` (not allowed with `*`).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub allow_credentials: bool,
+    /// Seconds a preflight answer may be cached.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_age: Option<u64>,
+}
+
+fn default_cors_methods() -> Vec<String> {
+    vec!["GET".into(), "HEAD".into(), "POST".into()]
+}
+
+/// Basic authentication.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BasicAuth {
+    /// The realm shown by browsers.
+    #[serde(default = "default_realm")]
+    pub realm: String,
+    /// Path of an htpasswd file with bcrypt (`$2y$`) entries.
+    pub htpasswd: String,
+}
+
+fn default_realm() -> String {
+    "Restricted".into()
+}
+
+/// Address lists. A client in `deny` is refused; if `allow` is not empty, a client must be in it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AccessList {
+    /// CIDRs allowed, e.g. `10.0.0.0/8`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow: Vec<String>,
+    /// CIDRs denied; checked first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deny: Vec<String>,
+    /// The status for refused clients (403 by default).
+    #[serde(default = "default_deny_status")]
+    pub status: u16,
+}
+
+/// A token bucket per client address: `burst` requests at once, refilled at `requests_per_second`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RateLimit {
+    /// Sustained rate.
+    pub requests_per_second: f64,
+    /// Bucket size: requests allowed at once.
+    pub burst: u32,
+}
+
+/// A backend pool.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Pool {
+    /// A unique name, referred to by actions.
+    pub name: String,
+    /// The wire protocol: `http`, `fastcgi`, `uwsgi` or `scgi`.
+    pub protocol: PoolProtocol,
+    /// Endpoints: `host:port`, or `unix:/path/to.sock`.
+    pub endpoints: Vec<String>,
+}
+
+/// Backend wire protocols.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PoolProtocol {
+    Http,
+    Fastcgi,
+    Uwsgi,
+    Scgi,
+}
+
+impl PoolProtocol {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PoolProtocol::Http => "http",
+            PoolProtocol::Fastcgi => "fastcgi",
+            PoolProtocol::Uwsgi => "uwsgi",
+            PoolProtocol::Scgi => "scgi",
+        }
+    }
+}

@@ -1,0 +1,172 @@
+use super::*;
+
+const FULL: &str = include_str!("../fixtures/full.yaml");
+
+fn problems(yaml: &str) -> Vec<String> {
+    match parse_yaml(yaml) {
+        Err(ConfigError::Invalid(ps)) => ps.iter().map(|p| p.to_string()).collect(),
+        Err(ConfigError::Syntax(s)) => vec![format!("SYNTAX {s}")],
+        Ok(_) => vec![],
+    }
+}
+
+fn minimal(extra: &str) -> String {
+    format!("virtual_servers:\n  - name: a\n    default: true\n    root: /srv\n{extra}")
+}
+
+#[test]
+fn the_full_example_parses_with_defaults_filled_in() {
+    let cfg = parse_yaml(FULL).unwrap();
+    assert_eq!(cfg.virtual_servers.len(), 2);
+    assert_eq!(cfg.virtual_servers[0].rules.len(), 7);
+    assert_eq!(
+        cfg.virtual_servers[1].index,
+        vec!["index.html", "index.htm"]
+    );
+    assert_eq!(
+        cfg.limits.header_timeout,
+        std::time::Duration::from_secs(10)
+    );
+    assert!(matches!(
+        cfg.virtual_servers[0].rules[5].action,
+        Action::Deny { status: 403 }
+    ));
+}
+
+#[test]
+fn rendering_and_parsing_round_trips() {
+    let cfg = parse_yaml(FULL).unwrap();
+    let again = parse_yaml(&to_yaml(&cfg)).unwrap();
+    assert_eq!(cfg, again);
+}
+
+#[test]
+fn syntax_and_type_errors_point_to_line_and_column() {
+    let err = parse_yaml(&minimal("    listing: maybe\n"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("error: line 5 column 14: invalid boolean"),
+        "{err}"
+    );
+    let err = parse_yaml(&minimal("    lisitng: true\n"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("line 5 column 5: unknown field `lisitng`, expected one of"),
+        "{err}"
+    );
+    let err = parse_yaml("virtual_servers: [\n").unwrap_err().to_string();
+    assert!(err.contains("line"), "{err}");
+    let err = parse_yaml(&minimal(
+        "    rules:\n      - action: { redirct: { to: / } }\n",
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("unknown variant `redirct`, expected one of static, redirect, return, deny, proxy, fastcgi, uwsgi, scgi"), "{err}");
+}
+
+#[test]
+fn semantic_errors_are_precise_and_located() {
+    let yaml = minimal(
+        "    rules:\n      - match: { regex: \"^/u/(\\\\d+)$\" }\n        action: { redirect: { to: \"/users/$2\", status: 200 } }\n      - action: { proxy: { pool: api } }\n",
+    );
+    assert_eq!(
+        problems(&yaml),
+        vec![
+            "line 7 column 35: virtual_servers[0].rules[0].action.redirect.to: $2 refers to a capture group the rule's regex does not have (1 groups)",
+            "line 7 column 56: virtual_servers[0].rules[0].action.redirect.status: 200 is not a redirect; expected 301, 302, 303, 307 or 308",
+            "line 8 column 34: virtual_servers[0].rules[1].action.proxy.pool: no pool named \"api\" (none are defined)",
+        ]
+    );
+}
+
+#[test]
+fn pools_must_exist_and_speak_the_action_protocol() {
+    let yaml = minimal("    rules:\n      - action: { fastcgi: { pool: web } }\npools:\n  - { name: web, protocol: http, endpoints: [\"x:80\", \"unix:rel.sock\", \"y:0\"] }\n");
+    assert_eq!(
+        problems(&yaml),
+        vec![
+            "line 6 column 36: virtual_servers[0].rules[0].action.fastcgi.pool: pool \"web\" speaks http, but this action needs a fastcgi pool",
+            "line 8 column 54: pools[0].endpoints[1]: \"unix:rel.sock\": a unix socket path must be absolute",
+            "line 8 column 71: pools[0].endpoints[2]: \"y:0\": expected host:port with a port from 1 to 65535",
+        ]
+    );
+}
+
+#[test]
+fn virtual_server_mistakes() {
+    let yaml = "virtual_servers:\n  - { name: a, default: true, root: /a, hosts: [x.com] }\n  - { name: a, default: true, root: /b, hosts: [X.com, \"a.*.com\"] }\n  - { name: c, root: \"\" }\n";
+    assert_eq!(
+        problems(yaml),
+        vec![
+            "line 3 column 13: virtual_servers[1].name: \"a\" is already the name of virtual_servers[0]",
+            "line 3 column 25: virtual_servers[1].default: virtual_servers[0] is already the default",
+            "line 3 column 49: virtual_servers[1].hosts[0]: \"X.com\" is also a host of virtual_servers[0]",
+            "line 3 column 56: virtual_servers[1].hosts[1]: \"a.*.com\": a wildcard is only allowed as the first label (`*.example.com`)",
+            "line 4 column 5: virtual_servers[2].hosts: name at least one host, or make this virtual server the default",
+            "line 4 column 22: virtual_servers[2].root: must not be empty",
+        ]
+    );
+}
+
+#[test]
+fn modifier_mistakes() {
+    let yaml = minimal(
+        "    rules:\n      - action: { static: {} }\n        access: { allow: [10.0.0.0/33], deny: [nonsense] }\n        rate_limit: { requests_per_second: 0, burst: 0 }\n        cors: { allow_origins: [\"*\"], allow_credentials: true }\n        headers: { set: { \"Bad Name\": x } }\n",
+    );
+    assert_eq!(
+        problems(&yaml),
+        vec![
+            "line 7 column 27: virtual_servers[0].rules[0].access.allow[0]: \"10.0.0.0/33\" is not a CIDR such as 10.0.0.0/8 or an IP address",
+            "line 7 column 48: virtual_servers[0].rules[0].access.deny[0]: \"nonsense\" is not a CIDR such as 10.0.0.0/8 or an IP address",
+            "line 8 column 44: virtual_servers[0].rules[0].rate_limit.requests_per_second: must be a positive number",
+            "line 8 column 54: virtual_servers[0].rules[0].rate_limit.burst: must be at least 1",
+            "line 9 column 58: virtual_servers[0].rules[0].cors.allow_credentials: browsers refuse credentials with the origin `*`; list the origins",
+            "line 10 column 39: virtual_servers[0].rules[0].headers.set.Bad Name: \"Bad Name\" is not a header name",
+        ]
+    );
+}
+
+#[test]
+fn global_mistakes() {
+    let yaml = format!(
+        "listen: localhost\nthreads: 0\ncache: {{ max_file_size: 100, max_bytes: 10 }}\n{}",
+        &minimal("")[0..]
+    );
+    assert_eq!(
+        problems(&yaml),
+        vec![
+            "line 1 column 9: listen: \"localhost\" is not an address; expected IP:PORT such as 0.0.0.0:8080",
+            "line 2 column 10: threads: must be at least 1",
+            "line 3 column 25: cache.max_file_size: is larger than cache.max_bytes, so such files could never be cached",
+        ]
+    );
+    assert_eq!(
+        problems("virtual_servers: []\n"),
+        vec!["line 1 column 18: virtual_servers: at least one virtual server is needed"]
+    );
+}
+
+#[test]
+fn cidrs_accept_plain_addresses() {
+    assert_eq!(parse_cidr("192.0.2.7").unwrap().to_string(), "192.0.2.7/32");
+    assert_eq!(parse_cidr("10.1.2.3/8").unwrap().to_string(), "10.0.0.0/8");
+    assert_eq!(parse_cidr("::1").unwrap().to_string(), "::1/128");
+}
+
+/// The committed schema must match the types. Regenerate with
+/// `SKIFF_BLESS=1 cargo test -p skiff-config committed_schema`.
+#[test]
+fn committed_schema_is_current() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/config.schema.json");
+    let fresh = json_schema();
+    if std::env::var_os("SKIFF_BLESS").is_some() {
+        std::fs::write(path, &fresh).unwrap();
+    }
+    let committed = std::fs::read_to_string(path).unwrap_or_default();
+    assert!(
+        committed == fresh,
+        "server/config/config.schema.json is stale: run SKIFF_BLESS=1 cargo test -p skiff-config committed_schema"
+    );
+}
