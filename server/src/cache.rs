@@ -149,35 +149,70 @@ pub enum Hit {
 #[derive(Clone)]
 struct EntryWeighter;
 
-impl quick_cache::Weighter<String, Arc<FileEntry>> for EntryWeighter {
-    fn weight(&self, _key: &String, val: &Arc<FileEntry>) -> u64 {
+impl quick_cache::Weighter<CacheKey, Arc<FileEntry>> for EntryWeighter {
+    fn weight(&self, _key: &CacheKey, val: &Arc<FileEntry>) -> u64 {
         val.weight()
     }
 }
 
+/// Entries are keyed by document root and request path, so every virtual server (and
+/// every config generation) shares one byte budget.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct CacheKey {
+    root: u32,
+    path: Box<str>,
+}
+
+impl std::hash::Hash for CacheKey {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.root.hash(h);
+        self.path.as_ref().hash(h);
+    }
+}
+
+/// The borrowed form of `CacheKey`, for lookups without allocating.
+struct KeyRef<'a> {
+    root: u32,
+    path: &'a str,
+}
+
+impl std::hash::Hash for KeyRef<'_> {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.root.hash(h);
+        self.path.hash(h);
+    }
+}
+
+impl quick_cache::Equivalent<CacheKey> for KeyRef<'_> {
+    fn equivalent(&self, key: &CacheKey) -> bool {
+        self.root == key.root && self.path == &*key.path
+    }
+}
+
+/// A document root as the cache knows it: the open directory, a stable id and the index
+/// files tried for directories.
+#[derive(Debug)]
+pub struct CacheRoot {
+    pub id: u32,
+    pub root: Root,
+    pub index_files: Vec<String>,
+}
+
 pub struct FileCache {
-    root: Root,
     settings: CacheSettings,
-    index_files: Vec<String>,
-    entries: quick_cache::sync::Cache<String, Arc<FileEntry>, EntryWeighter>,
+    entries: quick_cache::sync::Cache<CacheKey, Arc<FileEntry>, EntryWeighter>,
     epoch: Instant,
 }
 
 impl FileCache {
-    pub fn new(root: Root, settings: CacheSettings, index_files: Vec<String>) -> FileCache {
+    pub fn new(settings: CacheSettings) -> FileCache {
         let entries =
             quick_cache::sync::Cache::with_weighter(4096, settings.max_bytes.max(1), EntryWeighter);
         FileCache {
-            root,
             settings,
-            index_files,
             entries,
             epoch: Instant::now(),
         }
-    }
-
-    pub fn root(&self) -> &Root {
-        &self.root
     }
 
     /// Bytes currently held, by the cache's own weighing.
@@ -189,9 +224,19 @@ impl FileCache {
         self.epoch.elapsed().as_millis() as u64
     }
 
-    /// Resolves a normalized request path (`/a/b`, or `/dir/` for a directory).
-    pub fn lookup(&self, path: &str, rel: &str, trailing_slash: bool) -> io::Result<Lookup> {
-        if let Some(entry) = self.entries.get(path) {
+    /// Resolves a normalized request path (`/a/b`, or `/dir/` for a directory) in `root`.
+    pub fn lookup(
+        &self,
+        root: &CacheRoot,
+        path: &str,
+        rel: &str,
+        trailing_slash: bool,
+    ) -> io::Result<Lookup> {
+        let key = KeyRef {
+            root: root.id,
+            path,
+        };
+        if let Some(entry) = self.entries.get(&key) {
             let now = self.now_ms();
             let checked = entry.checked_at_ms.load(Ordering::Relaxed);
             let interval = self.settings.revalidate.as_millis() as u64;
@@ -206,24 +251,77 @@ impl FileCache {
             {
                 return Ok(Lookup::File(entry, Hit::Hit));
             }
-            if self.fingerprint(&entry.rel) == entry.fingerprint {
+            if fingerprint(&root.root, &entry.rel) == entry.fingerprint {
                 return Ok(Lookup::File(entry, Hit::Hit));
             }
-            self.entries.remove(path);
+            self.entries.remove(&key);
         }
-        let found = self.load(rel, trailing_slash)?;
+        let found = self.load(root, rel, trailing_slash)?;
         if let Lookup::File(entry, _) = &found {
             if entry.fingerprint[0].is_some() {
-                self.entries.insert(path.to_owned(), entry.clone());
+                self.entries.insert(
+                    CacheKey {
+                        root: root.id,
+                        path: path.into(),
+                    },
+                    entry.clone(),
+                );
             }
         }
         Ok(found)
     }
 
-    fn fingerprint(&self, rel: &str) -> [Option<StatKey>; 4] {
+    fn load(&self, croot: &CacheRoot, rel: &str, trailing_slash: bool) -> io::Result<Lookup> {
+        let root = &croot.root;
+        let file = match root.open_file(rel) {
+            Ok(f) => f,
+            Err(e) => return classify_open_error(e),
+        };
+        let st = rustix::fs::fstat(&file)?;
+        match rustix::fs::FileType::from_raw_mode(st.st_mode) {
+            rustix::fs::FileType::RegularFile => {
+                if trailing_slash && rel != "." {
+                    return Ok(Lookup::NotFound); // "/file.txt/" names no directory
+                }
+                let entry = self.build_entry(root, rel, file, &st)?;
+                Ok(Lookup::File(Arc::new(entry), Hit::Miss))
+            }
+            rustix::fs::FileType::Directory => {
+                if !trailing_slash {
+                    return Ok(Lookup::RedirectToSlash);
+                }
+                for index in &croot.index_files {
+                    let candidate = if rel == "." {
+                        index.clone()
+                    } else {
+                        format!("{rel}/{index}")
+                    };
+                    match root.open_file(&candidate) {
+                        Ok(f) => {
+                            let st = rustix::fs::fstat(&f)?;
+                            if rustix::fs::FileType::from_raw_mode(st.st_mode)
+                                == rustix::fs::FileType::RegularFile
+                            {
+                                let entry = self.build_entry(root, &candidate, f, &st)?;
+                                return Ok(Lookup::File(Arc::new(entry), Hit::Miss));
+                            }
+                        }
+                        Err(e) if is_missing(&e) => continue,
+                        Err(e) => return classify_open_error(e),
+                    }
+                }
+                Ok(Lookup::Directory(rel.to_owned()))
+            }
+            _ => Ok(Lookup::Forbidden),
+        }
+    }
+}
+
+/// Stat keys of a file and its possible sidecars.
+fn fingerprint(root: &Root, rel: &str) -> [Option<StatKey>; 4] {
+    {
         let key = |p: &str| {
-            self.root
-                .stat(p)
+            root.stat(p)
                 .ok()
                 .filter(|st| {
                     rustix::fs::FileType::from_raw_mode(st.st_mode)
@@ -240,59 +338,23 @@ impl FileCache {
         }
         fp
     }
+}
 
-    fn load(&self, rel: &str, trailing_slash: bool) -> io::Result<Lookup> {
-        let file = match self.root.open_file(rel) {
-            Ok(f) => f,
-            Err(e) => return classify_open_error(e),
-        };
-        let st = rustix::fs::fstat(&file)?;
-        match rustix::fs::FileType::from_raw_mode(st.st_mode) {
-            rustix::fs::FileType::RegularFile => {
-                if trailing_slash && rel != "." {
-                    return Ok(Lookup::NotFound); // "/file.txt/" names no directory
-                }
-                let entry = self.build_entry(rel, file, &st)?;
-                Ok(Lookup::File(Arc::new(entry), Hit::Miss))
-            }
-            rustix::fs::FileType::Directory => {
-                if !trailing_slash {
-                    return Ok(Lookup::RedirectToSlash);
-                }
-                for index in &self.index_files {
-                    let candidate = if rel == "." {
-                        index.clone()
-                    } else {
-                        format!("{rel}/{index}")
-                    };
-                    match self.root.open_file(&candidate) {
-                        Ok(f) => {
-                            let st = rustix::fs::fstat(&f)?;
-                            if rustix::fs::FileType::from_raw_mode(st.st_mode)
-                                == rustix::fs::FileType::RegularFile
-                            {
-                                let entry = self.build_entry(&candidate, f, &st)?;
-                                return Ok(Lookup::File(Arc::new(entry), Hit::Miss));
-                            }
-                        }
-                        Err(e) if is_missing(&e) => continue,
-                        Err(e) => return classify_open_error(e),
-                    }
-                }
-                Ok(Lookup::Directory(rel.to_owned()))
-            }
-            _ => Ok(Lookup::Forbidden),
-        }
-    }
-
-    fn build_entry(&self, rel: &str, file: File, st: &rustix::fs::Stat) -> io::Result<FileEntry> {
+impl FileCache {
+    fn build_entry(
+        &self,
+        root: &Root,
+        rel: &str,
+        file: File,
+        st: &rustix::fs::Stat,
+    ) -> io::Result<FileEntry> {
         let key = StatKey::of(st);
         let identity = self.build_variant(file, key, None)?;
         let mut fingerprint = [Some(key), None, None, None];
         let mut encoded = Vec::new();
         for (i, enc) in Encoding::ALL.iter().enumerate() {
             let side = format!("{rel}{}", enc.suffix());
-            let Ok(f) = self.root.open_file(&side) else {
+            let Ok(f) = root.open_file(&side) else {
                 continue;
             };
             let Ok(sst) = rustix::fs::fstat(&f) else {
@@ -406,4 +468,47 @@ mod libc_errno {
     pub const ELOOP: i32 = Errno::LOOP.raw_os_error();
     pub const EACCES: i32 = Errno::ACCESS.raw_os_error();
     pub const EPERM: i32 = Errno::PERM.raw_os_error();
+}
+
+/// (device, inode, follow symlinks, index files) and the root opened for them.
+type KnownRoot = (u64, u64, bool, Vec<String>, Arc<CacheRoot>);
+
+/// Opens document roots and gives each directory a stable id, so a config reload that
+/// keeps a root keeps its cache entries, and one that swaps the directory gets fresh ones.
+#[derive(Default)]
+pub struct RootRegistry {
+    next_id: std::sync::atomic::AtomicU32,
+    known: std::sync::Mutex<Vec<KnownRoot>>,
+}
+
+impl RootRegistry {
+    pub fn open(
+        &self,
+        path: &std::path::Path,
+        follow_symlinks: bool,
+        index_files: &[String],
+    ) -> io::Result<Arc<CacheRoot>> {
+        let root = Root::open(path, follow_symlinks)?;
+        let (dev, ino) = root.identity()?;
+        let mut known = self.known.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((.., existing)) = known.iter().find(|(d, i, f, idx, _)| {
+            *d == dev && *i == ino && *f == follow_symlinks && idx == index_files
+        }) {
+            return Ok(existing.clone());
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let entry = Arc::new(CacheRoot {
+            id,
+            root,
+            index_files: index_files.to_vec(),
+        });
+        known.push((
+            dev,
+            ino,
+            follow_symlinks,
+            index_files.to_vec(),
+            entry.clone(),
+        ));
+        Ok(entry)
+    }
 }

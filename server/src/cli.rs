@@ -3,14 +3,16 @@
 
 use crate::access_log::LogFormat;
 use crate::admin;
-use crate::cache::{CacheSettings, FileCache};
-use crate::fs::open::Root;
+use crate::app::{App, ServeOverrides};
+use crate::cache::{CacheSettings, FileCache, RootRegistry};
 use crate::metrics::Metrics;
+use crate::reload::{self, ConfigFile};
 use crate::server::{self, Phase, Shared, ShutdownControl};
 use crate::settings::{Limits, Settings};
-use crate::static_files::{StaticFiles, StaticOptions};
+use arc_swap::ArcSwap;
 use clap::{Args, Parser, Subcommand};
 use http::HeaderValue;
+use skiff_config::Config;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -30,7 +32,59 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Serve a directory with zero configuration.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
+    /// Serve a configuration file, reloading it when it changes (or on SIGHUP).
+    Run(RunArgs),
+    /// Validate a configuration file: exit 0 if it would be served, 1 with the errors if not.
+    Check(CheckArgs),
+    /// Print the JSON Schema of the configuration file.
+    ConfigSchema,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The YAML configuration file (see server/CONFIG.md).
+    #[arg(long, env = "SKIFF_CONFIG")]
+    pub config: PathBuf,
+    #[command(flatten)]
+    pub tuning: TuningArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// The YAML configuration file.
+    #[arg(long, env = "SKIFF_CONFIG")]
+    pub config: PathBuf,
+}
+
+/// Send-path and shutdown tuning, shared by `serve` and `run`.
+#[derive(Debug, Args)]
+pub struct TuningArgs {
+    /// Bodies of at least this size go out with sendfile(2) on plaintext HTTP/1.1 (cached
+    /// files keep a descriptor for it); smaller ones from memory or with pread(2)+write.
+    #[arg(long, default_value_t = 48 * 1024, env = "SKIFF_SENDFILE_MIN_BYTES")]
+    pub sendfile_min_bytes: u64,
+    /// Bodies at least this large use pread(2)+write instead of sendfile (0: never).
+    #[arg(long, default_value_t = 16 << 20, env = "SKIFF_SENDFILE_MAX_BYTES")]
+    pub sendfile_max_bytes: u64,
+    /// Largest single sendfile(2) call.
+    #[arg(long, default_value_t = 4 << 20, env = "SKIFF_SENDFILE_CHUNK_BYTES")]
+    pub sendfile_chunk_bytes: usize,
+    /// SO_SNDBUF for client sockets in bytes; 0 keeps the kernel's autotuning.
+    #[arg(long, default_value_t = 0, env = "SKIFF_SEND_BUFFER_BYTES")]
+    pub send_buffer_bytes: usize,
+    /// Set TCP_CORK while a file body streams (full segments only).
+    #[arg(long, default_value_t = false, env = "SKIFF_TCP_CORK", action = clap::ArgAction::Set)]
+    pub tcp_cork: bool,
+    /// Read buffer for bodies not sent with sendfile.
+    #[arg(long, default_value_t = 1 << 20, env = "SKIFF_READ_CHUNK_BYTES")]
+    pub read_chunk_bytes: usize,
+    /// After SIGTERM, keep listening this long with /readyz failing (endpoint removal).
+    #[arg(long, default_value = "0s", value_parser = humantime::parse_duration, env = "SKIFF_SHUTDOWN_DELAY")]
+    pub shutdown_delay: Duration,
+    /// Longest time in-flight responses get after listening stops.
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration, env = "SKIFF_SHUTDOWN_GRACE")]
+    pub shutdown_grace: Duration,
 }
 
 #[derive(Debug, Args)]
@@ -94,87 +148,103 @@ pub struct ServeArgs {
     /// Connections beyond this are held, unserved, until others close.
     #[arg(long, default_value_t = 10_000, env = "SKIFF_MAX_CONNECTIONS")]
     pub max_connections: usize,
-    /// Bodies of at least this size go out with sendfile(2) on plaintext HTTP/1.1 (cached
-    /// files keep a descriptor for it); smaller ones from memory or with pread(2)+write.
-    #[arg(long, default_value_t = 48 * 1024, env = "SKIFF_SENDFILE_MIN_BYTES")]
-    pub sendfile_min_bytes: u64,
-    /// Bodies at least this large use pread(2)+write instead of sendfile (0: never).
-    #[arg(long, default_value_t = 16 << 20, env = "SKIFF_SENDFILE_MAX_BYTES")]
-    pub sendfile_max_bytes: u64,
-    /// Largest single sendfile(2) call.
-    #[arg(long, default_value_t = 4 << 20, env = "SKIFF_SENDFILE_CHUNK_BYTES")]
-    pub sendfile_chunk_bytes: usize,
-    /// SO_SNDBUF for client sockets in bytes; 0 keeps the kernel's autotuning.
-    #[arg(long, default_value_t = 0, env = "SKIFF_SEND_BUFFER_BYTES")]
-    pub send_buffer_bytes: usize,
-    /// Set TCP_CORK while a file body streams (full segments only).
-    #[arg(long, default_value_t = false, env = "SKIFF_TCP_CORK", action = clap::ArgAction::Set)]
-    pub tcp_cork: bool,
-    /// Read buffer for bodies not sent with sendfile.
-    #[arg(long, default_value_t = 1 << 20, env = "SKIFF_READ_CHUNK_BYTES")]
-    pub read_chunk_bytes: usize,
-    /// After SIGTERM, keep listening this long with /readyz failing (endpoint removal).
-    #[arg(long, default_value = "0s", value_parser = humantime::parse_duration, env = "SKIFF_SHUTDOWN_DELAY")]
-    pub shutdown_delay: Duration,
-    /// Longest time in-flight responses get after listening stops.
-    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration, env = "SKIFF_SHUTDOWN_GRACE")]
-    pub shutdown_grace: Duration,
+    #[command(flatten)]
+    pub tuning: TuningArgs,
 }
 
 impl ServeArgs {
-    pub fn into_settings(self) -> Result<Settings, String> {
-        let cache_control = match self.cache_control {
+    /// The zero-config server as a configuration: one default virtual server.
+    pub fn into_config(self) -> Result<(Config, ServeOverrides, TuningArgs), String> {
+        let cache_control = match &self.cache_control {
             Some(v) => Some(
-                HeaderValue::from_str(&v)
+                HeaderValue::from_str(v)
                     .map_err(|_| format!("--cache-control {v:?} is not a valid header value"))?,
             ),
             None => None,
         };
-        if self.index.iter().any(|i| i.is_empty() || i.contains('/')) {
-            return Err("--index names must be plain file names".into());
-        }
-        let threads = self
-            .threads
-            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-        if threads == 0 {
-            return Err("--threads must be at least 1".into());
-        }
-        Ok(Settings {
-            root: self.root,
-            listen: self.listen,
-            admin_listen: Some(self.admin_listen),
-            threads,
-            cache: CacheSettings {
+        let cfg = Config {
+            listen: self.listen.to_string(),
+            admin_listen: self.admin_listen.to_string(),
+            threads: self.threads,
+            cache: skiff_config::CacheConfig {
                 max_file_size: self.cache_max_file_size,
-                max_bytes: self.cache_max_bytes,
+                max_bytes: self.cache_max_bytes.max(self.cache_max_file_size),
                 revalidate: self.cache_revalidate,
-                keep_descriptor_from: self.sendfile_min_bytes,
             },
-            statics: StaticOptions {
-                allow_hidden: self.hidden_files,
-                listing: self.listing,
-                cache_control,
-            },
-            index_files: self.index,
-            follow_symlinks_outside_root: self.follow_symlinks_outside_root,
-            limits: Limits {
+            limits: skiff_config::LimitsConfig {
                 max_header_bytes: self.max_header_bytes.max(1024),
                 max_request_line: self.max_request_line.max(256),
                 header_timeout: self.header_timeout,
                 keepalive_timeout: self.keepalive_timeout,
                 max_connections: self.max_connections.max(1),
             },
-            access_log: self.access_log,
-            sendfile_min_bytes: self.sendfile_min_bytes,
-            sendfile_max_bytes: self.sendfile_max_bytes,
-            sendfile_chunk_bytes: self.sendfile_chunk_bytes.max(64 * 1024),
-            tcp_cork: self.tcp_cork,
-            send_buffer_bytes: self.send_buffer_bytes,
-            read_chunk_bytes: self.read_chunk_bytes.max(4096),
-            shutdown_delay: self.shutdown_delay,
-            shutdown_grace: self.shutdown_grace,
-        })
+            access_log: skiff_config::AccessLogConfig {
+                format: match self.access_log {
+                    LogFormat::Combined => skiff_config::AccessLogFormat::Combined,
+                    LogFormat::Json => skiff_config::AccessLogFormat::Json,
+                    LogFormat::Off => skiff_config::AccessLogFormat::Off,
+                },
+            },
+            trusted_proxies: vec![],
+            unknown_host: Default::default(),
+            virtual_servers: vec![skiff_config::VirtualServer {
+                name: "default".into(),
+                hosts: vec![],
+                default: true,
+                root: self.root.to_string_lossy().into_owned(),
+                index: self.index,
+                listing: self.listing,
+                hidden_files: self.hidden_files,
+                follow_symlinks_outside_root: self.follow_symlinks_outside_root,
+                error_pages: Default::default(),
+                rules: vec![],
+            }],
+            pools: vec![],
+        };
+        let issues = skiff_config::validate(&cfg);
+        if let Some(i) = issues.first() {
+            return Err(format!("{}: {}", i.path, i.message));
+        }
+        Ok((cfg, ServeOverrides { cache_control }, self.tuning))
     }
+}
+
+/// The restart-only settings of a validated configuration.
+fn settings_for(cfg: &Config, t: &TuningArgs) -> Result<Settings, String> {
+    let addr = |s: &str| s.parse::<SocketAddr>().map_err(|e| format!("{s:?}: {e}"));
+    Ok(Settings {
+        listen: addr(&cfg.listen)?,
+        admin_listen: Some(addr(&cfg.admin_listen)?),
+        threads: cfg
+            .threads
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
+        cache: CacheSettings {
+            max_file_size: cfg.cache.max_file_size,
+            max_bytes: cfg.cache.max_bytes,
+            revalidate: cfg.cache.revalidate,
+            keep_descriptor_from: t.sendfile_min_bytes,
+        },
+        limits: Limits {
+            max_header_bytes: cfg.limits.max_header_bytes,
+            max_request_line: cfg.limits.max_request_line,
+            header_timeout: cfg.limits.header_timeout,
+            keepalive_timeout: cfg.limits.keepalive_timeout,
+            max_connections: cfg.limits.max_connections,
+        },
+        access_log: match cfg.access_log.format {
+            skiff_config::AccessLogFormat::Combined => LogFormat::Combined,
+            skiff_config::AccessLogFormat::Json => LogFormat::Json,
+            skiff_config::AccessLogFormat::Off => LogFormat::Off,
+        },
+        sendfile_min_bytes: t.sendfile_min_bytes,
+        sendfile_max_bytes: t.sendfile_max_bytes,
+        sendfile_chunk_bytes: t.sendfile_chunk_bytes.max(64 * 1024),
+        send_buffer_bytes: t.send_buffer_bytes,
+        tcp_cork: t.tcp_cork,
+        read_chunk_bytes: t.read_chunk_bytes.max(4096),
+        shutdown_delay: t.shutdown_delay,
+        shutdown_grace: t.shutdown_grace,
+    })
 }
 
 /// Runs the CLI; returns the process exit code.
@@ -187,20 +257,67 @@ pub fn main() -> i32 {
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
         .init();
-    match cli.command {
-        Command::Serve(args) => match args.into_settings() {
-            Ok(settings) => match serve(settings) {
-                Ok(()) => 0,
-                Err(e) => {
-                    tracing::error!("{e}");
-                    1
-                }
-            },
-            Err(e) => {
-                eprintln!("skiff: {e}");
-                2
-            }
-        },
+    let result = match cli.command {
+        Command::Serve(args) => (*args).into_config().and_then(|(cfg, overrides, tuning)| {
+            let base = std::env::current_dir().map_err(|e| e.to_string())?;
+            serve(cfg, &tuning, &base, overrides, None)
+        }),
+        Command::Run(args) => {
+            let file = ConfigFile {
+                path: args.config.clone(),
+            };
+            file.read().and_then(|(cfg, _)| {
+                serve(
+                    cfg,
+                    &args.tuning,
+                    &file.base(),
+                    ServeOverrides::default(),
+                    Some(file),
+                )
+            })
+        }
+        Command::Check(args) => return check(&args.config),
+        Command::ConfigSchema => {
+            print!("{}", skiff_config::json_schema());
+            return 0;
+        }
+    };
+    match result {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("skiff: {e}");
+            1
+        }
+    }
+}
+
+/// `skiff check`: what `run` would do up to serving, without listening.
+fn check(path: &std::path::Path) -> i32 {
+    let file = ConfigFile {
+        path: path.to_owned(),
+    };
+    let verdict = file.read().and_then(|(cfg, hash)| {
+        let cache = Arc::new(FileCache::new(CacheSettings::default()));
+        App::build(
+            &cfg,
+            &file.base(),
+            hash.clone(),
+            &cache,
+            &RootRegistry::default(),
+            &ServeOverrides::default(),
+        )
+        .map(|_| hash)
+        .map_err(|e| format!("{}: {e}", path.display()))
+    });
+    match verdict {
+        Ok(hash) => {
+            println!("{}: ok (hash {hash})", path.display());
+            0
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            1
+        }
     }
 }
 
@@ -217,16 +334,27 @@ fn raise_nofile_limit() {
     }
 }
 
-/// Serves until SIGTERM or SIGINT, then drains.
-pub fn serve(settings: Settings) -> Result<(), String> {
+/// Serves until SIGTERM or SIGINT, then drains. With a config file, also reloads it.
+pub fn serve(
+    cfg: Config,
+    tuning: &TuningArgs,
+    base: &std::path::Path,
+    overrides: ServeOverrides,
+    file: Option<ConfigFile>,
+) -> Result<(), String> {
     raise_nofile_limit();
-    let root = Root::open(&settings.root, settings.follow_symlinks_outside_root)
-        .map_err(|e| format!("cannot open document root {}: {e}", settings.root.display()))?;
-    let cache = FileCache::new(root, settings.cache.clone(), settings.index_files.clone());
+    let settings = settings_for(&cfg, tuning)?;
+    let cache = Arc::new(FileCache::new(settings.cache.clone()));
+    let roots = RootRegistry::default();
+    let hash = skiff_config::config_hash(&skiff_config::to_yaml(&cfg));
+    let app = App::build(&cfg, base, hash.clone(), &cache, &roots, &overrides)?;
     let metrics = Metrics::new();
+    metrics.config_loaded(&hash);
     let shutdown = ShutdownControl::new();
     let shared = Arc::new(Shared {
-        statics: StaticFiles::new(cache, settings.statics.clone()),
+        app: ArcSwap::from_pointee(app),
+        cache,
+        roots,
         metrics: metrics.clone(),
         shutdown: shutdown.clone(),
         permits: Arc::new(tokio::sync::Semaphore::new(settings.limits.max_connections)),
@@ -252,7 +380,6 @@ pub fn serve(settings: Settings) -> Result<(), String> {
     let admin_text = admin_addr.map_or_else(|| "off".to_owned(), |a| a.to_string());
     tracing::info!(
         threads = shared.settings.threads,
-        root = %shared.settings.root.display(),
         "skiff listening on {addr} admin {admin_text}"
     );
     let grace = shared.settings.shutdown_grace;
@@ -261,7 +388,7 @@ pub fn serve(settings: Settings) -> Result<(), String> {
         if let Some(listener) = admin_listener {
             let s = shared.clone();
             let sampler: admin::Sampler = Arc::new(move || {
-                s.metrics.cache_bytes.set(s.statics.cache().weight() as i64);
+                s.metrics.cache_bytes.set(s.cache.weight() as i64);
             });
             tokio::spawn(admin::serve(
                 listener,
@@ -269,6 +396,9 @@ pub fn serve(settings: Settings) -> Result<(), String> {
                 shutdown.clone(),
                 sampler,
             ));
+        }
+        if let Some(file) = file {
+            tokio::spawn(reload::watch(shared.clone(), file, cfg, overrides));
         }
         wait_for_signal().await;
         tracing::info!(delay = ?delay, grace = ?grace, "shutting down: readiness off");

@@ -8,11 +8,13 @@
 
 pub mod access_log;
 pub mod admin;
+pub mod app;
 pub mod cache;
 pub mod cli;
 pub mod fs;
 pub mod http;
 pub mod metrics;
+pub mod reload;
 pub mod server;
 pub mod settings;
 pub mod static_files;

@@ -25,6 +25,16 @@ pub struct VhostLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabels {
+    pub result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct HashLabels {
+    pub hash: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct BuildLabels {
     version: &'static str,
 }
@@ -39,6 +49,10 @@ pub struct Metrics {
     pub cache_misses: Counter,
     pub cache_bytes: Gauge,
     pub sendfile_bytes: Counter,
+    pub config_reloads: Family<ResultLabels, Counter>,
+    pub config_last_success: Gauge<f64, std::sync::atomic::AtomicU64>,
+    /// 1 for the hash of the configuration being served (one series at a time).
+    pub config_info: Family<HashLabels, Gauge>,
 }
 
 /// Bounded method label.
@@ -105,6 +119,24 @@ impl Metrics {
             "Body bytes sent with sendfile(2)",
             sendfile_bytes.clone(),
         );
+        let config_reloads = Family::<ResultLabels, Counter>::default();
+        registry.register(
+            "config_reloads",
+            "Configuration reloads by result: success, failure (old config kept), restart_required",
+            config_reloads.clone(),
+        );
+        let config_last_success = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
+        registry.register(
+            "config_last_reload_success_timestamp_seconds",
+            "When a configuration was last loaded successfully (Unix seconds)",
+            config_last_success.clone(),
+        );
+        let config_info = Family::<HashLabels, Gauge>::default();
+        registry.register(
+            "config_info",
+            "The configuration being served, by hash",
+            config_info.clone(),
+        );
         registry.register(
             "build",
             "Build information",
@@ -122,7 +154,24 @@ impl Metrics {
             cache_misses,
             cache_bytes,
             sendfile_bytes,
+            config_reloads,
+            config_last_success,
+            config_info,
         })
+    }
+
+    /// Records a configuration now being served.
+    pub fn config_loaded(&self, hash: &str) {
+        self.config_info.clear();
+        self.config_info
+            .get_or_create(&HashLabels {
+                hash: hash.to_owned(),
+            })
+            .set(1);
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        self.config_last_success.set(now);
     }
 
     /// The text exposition.
@@ -142,28 +191,22 @@ fn duration_histogram() -> Histogram {
 /// A worker's memo of metric handles, so the hot path does not hash label sets.
 pub struct WorkerMetrics {
     pub shared: Arc<Metrics>,
-    vhost: &'static str,
-    counters: Vec<(&'static str, u16, Counter)>,
-    duration: Histogram,
-    bytes: Counter,
+    counters: Vec<(&'static str, &'static str, u16, Counter)>,
+    per_vhost: Vec<(&'static str, Histogram, Counter)>,
 }
 
 impl WorkerMetrics {
-    pub fn new(shared: Arc<Metrics>, vhost: &'static str) -> WorkerMetrics {
-        let labels = VhostLabels { vhost };
-        let duration = shared.request_duration.get_or_create(&labels).clone();
-        let bytes = shared.response_bytes.get_or_create(&labels).clone();
+    pub fn new(shared: Arc<Metrics>) -> WorkerMetrics {
         WorkerMetrics {
             shared,
-            vhost,
             counters: Vec::new(),
-            duration,
-            bytes,
+            per_vhost: Vec::new(),
         }
     }
 
     pub fn record(
         &mut self,
+        vhost: &'static str,
         method: &Method,
         status: u16,
         body_bytes: u64,
@@ -174,9 +217,9 @@ impl WorkerMetrics {
         match self
             .counters
             .iter()
-            .find(|(cm, cs, _)| *cs == status && std::ptr::eq(*cm, m))
+            .find(|(v, cm, cs, _)| *cs == status && std::ptr::eq(*cm, m) && std::ptr::eq(*v, vhost))
         {
-            Some((_, _, c)) => {
+            Some((.., c)) => {
                 c.inc();
             }
             None => {
@@ -184,17 +227,32 @@ impl WorkerMetrics {
                     .shared
                     .requests
                     .get_or_create(&RequestLabels {
-                        vhost: self.vhost,
+                        vhost,
                         method: m,
                         code: status,
                     })
                     .clone();
                 c.inc();
-                self.counters.push((m, status, c));
+                self.counters.push((vhost, m, status, c));
             }
         }
-        self.duration.observe(seconds);
-        self.bytes.inc_by(body_bytes);
+        let (duration, bytes) = match self
+            .per_vhost
+            .iter()
+            .find(|(v, ..)| std::ptr::eq(*v, vhost))
+        {
+            Some((_, d, b)) => (d, b),
+            None => {
+                let labels = VhostLabels { vhost };
+                let d = self.shared.request_duration.get_or_create(&labels).clone();
+                let b = self.shared.response_bytes.get_or_create(&labels).clone();
+                self.per_vhost.push((vhost, d, b));
+                let last = self.per_vhost.last().expect("just pushed");
+                (&last.1, &last.2)
+            }
+        };
+        duration.observe(seconds);
+        bytes.inc_by(body_bytes);
         match cache_hit {
             Some(true) => {
                 self.shared.cache_hits.inc();

@@ -1,11 +1,10 @@
-//! Everything a running server needs to know, independent of where it came from
-//! (the `serve` flags today, a config file later).
+//! What the serving machinery needs that only a restart can change: listeners, threads,
+//! cache sizing, limits and send-path tuning. Everything per virtual server lives in the
+//! reloadable `App`.
 
 use crate::access_log::LogFormat;
 use crate::cache::CacheSettings;
-use crate::static_files::StaticOptions;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::time::Duration;
 
 #[derive(Debug, Clone)]
@@ -21,43 +20,27 @@ pub struct Limits {
     pub max_connections: usize,
 }
 
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            max_header_bytes: 16 * 1024,
-            max_request_line: 8 * 1024,
-            header_timeout: Duration::from_secs(10),
-            keepalive_timeout: Duration::from_secs(75),
-            max_connections: 10_000,
-        }
-    }
-}
-
 #[derive(Debug, Clone)]
 pub struct Settings {
-    pub root: PathBuf,
     pub listen: SocketAddr,
     pub admin_listen: Option<SocketAddr>,
     pub threads: usize,
     pub cache: CacheSettings,
-    pub statics: StaticOptions,
-    pub index_files: Vec<String>,
-    pub follow_symlinks_outside_root: bool,
     pub limits: Limits,
     pub access_log: LogFormat,
-    /// File bodies of at least this many bytes go out with sendfile(2) on plaintext
-    /// HTTP/1.1; smaller ones with pread(2)+write. Chosen by measurement (BENCHMARKS.md).
+    /// Bodies of at least this many bytes go out with sendfile(2) on plaintext HTTP/1.1;
+    /// smaller ones from memory or with pread(2)+write. Chosen by measurement (BENCHMARKS.md).
     pub sendfile_min_bytes: u64,
+    /// Bodies at least this large go back to pread+write (0: never). On loopback the
+    /// receiver drains 4 KiB page-cache fragments from sendfile more slowly than the 32 KiB
+    /// fragments write() builds, so huge bodies move faster with pread (BENCHMARKS.md).
+    pub sendfile_max_bytes: u64,
     /// Largest single sendfile(2) call, so one big body cannot starve other connections.
     pub sendfile_chunk_bytes: usize,
     /// SO_SNDBUF for client sockets; 0 leaves the kernel's autotuning alone.
     pub send_buffer_bytes: usize,
     /// Set TCP_CORK while a file body streams.
     pub tcp_cork: bool,
-    /// Bodies at least this large go back to pread+write (0: never). On loopback the
-    /// receiver drains 4 KiB page-cache fragments from sendfile more slowly than the 32 KiB
-    /// fragments write() builds, so huge bodies move faster with pread (BENCHMARKS.md).
-    pub sendfile_max_bytes: u64,
     /// Buffer size for the pread path.
     pub read_chunk_bytes: usize,
     /// After SIGTERM, /readyz fails at once; listening stops after this delay.

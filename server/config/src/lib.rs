@@ -80,6 +80,17 @@ pub fn json_schema() -> String {
     text
 }
 
+/// A stable identifier of a configuration text (FNV-1a, 64 bits, as 16 hex digits), exported
+/// by servers as `skiff_config_info{hash}` and computed the same way by the operator.
+pub fn config_hash(text: &str) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in text.bytes() {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
 /// Parses a CIDR (`10.0.0.0/8`) or a single address (`192.0.2.7`, taken as /32 or /128).
 pub fn parse_cidr(text: &str) -> Result<ipnet::IpNet, String> {
     if let Ok(net) = text.parse::<ipnet::IpNet>() {

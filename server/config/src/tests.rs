@@ -170,3 +170,10 @@ fn committed_schema_is_current() {
         "server/config/config.schema.json is stale: run SKIFF_BLESS=1 cargo test -p skiff-config committed_schema"
     );
 }
+
+#[test]
+fn config_hash_is_stable() {
+    assert_eq!(config_hash(""), "cbf29ce484222325");
+    assert_eq!(config_hash("a"), "af63dc4c8601ec8c");
+    assert_ne!(config_hash(FULL), config_hash(&FULL.replace("www", "web")));
+}

@@ -85,6 +85,13 @@ impl Root {
         Ok(File::from(fd))
     }
 
+    /// The root directory's (device, inode): the same directory keeps its cache entries
+    /// across config reloads.
+    pub fn identity(&self) -> io::Result<(u64, u64)> {
+        let st = rustix::fs::fstat(&self.dir)?;
+        Ok((st.st_dev, st.st_ino))
+    }
+
     /// Metadata without opening, for cheap revalidation (follows symlinks like open does;
     /// a change of target shows up as a changed inode and forces a fresh, checked open).
     pub fn stat(&self, rel: &str) -> io::Result<rustix::fs::Stat> {

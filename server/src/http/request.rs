@@ -3,6 +3,32 @@
 
 use crate::http::conditional::Preconditions;
 use http::Method;
+use std::net::IpAddr;
+
+/// All request headers, for rules and modifiers that look past the common ones.
+#[derive(Debug, Clone, Copy, Default)]
+pub enum HeaderSource<'a> {
+    #[default]
+    None,
+    /// The fast path's parsed headers.
+    H1(&'a [httparse::Header<'a>]),
+    /// hyper's header map.
+    Map(&'a http::HeaderMap),
+}
+
+impl<'a> HeaderSource<'a> {
+    /// The first value of a header, by case-insensitive name.
+    pub fn get(&self, name: &str) -> Option<&'a [u8]> {
+        match self {
+            HeaderSource::None => None,
+            HeaderSource::H1(hs) => hs
+                .iter()
+                .find(|h| h.name.eq_ignore_ascii_case(name))
+                .map(|h| h.value),
+            HeaderSource::Map(m) => m.get(name).map(|v| v.as_bytes()),
+        }
+    }
+}
 
 #[derive(Debug, Clone, Default)]
 pub struct RequestHead<'a> {
@@ -19,6 +45,9 @@ pub struct RequestHead<'a> {
     pub accept_encoding: Option<&'a [u8]>,
     pub referer: Option<&'a [u8]>,
     pub user_agent: Option<&'a [u8]>,
+    /// The TCP peer's address.
+    pub peer: Option<IpAddr>,
+    pub headers: HeaderSource<'a>,
 }
 
 impl<'a> RequestHead<'a> {

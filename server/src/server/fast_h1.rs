@@ -12,7 +12,7 @@ use super::shutdown::Phase;
 use super::worker::{with_worker, Shared};
 use crate::access_log::LogRecord;
 use crate::http::reply::{Body, Part, Reply};
-use crate::http::request::RequestHead;
+use crate::http::request::{HeaderSource, RequestHead};
 use crate::http::text::push_decimal;
 use bytes::Bytes;
 use http::{Method, StatusCode};
@@ -45,6 +45,7 @@ enum Seg {
 
 /// Metrics for a response, recorded once its bytes are with the kernel.
 struct Pending {
+    vhost: &'static str,
     method: Method,
     status: u16,
     bytes: u64,
@@ -325,23 +326,19 @@ impl Conn<'_> {
                 _ => head.note_header(name, h.value),
             }
         }
+        head.peer = Some(self.peer.ip());
+        head.headers = HeaderSource::H1(req.headers);
         let start = Instant::now();
         self.last_active = start;
-        let reply = if minor == 1 && head.host.is_none() {
+        let (reply, vhost) = if minor == 1 && head.host.is_none() {
             // RFC 9112 §3.2: a 1.1 request without Host is rejected.
             close = true;
-            Reply::error(StatusCode::BAD_REQUEST)
+            (Reply::error(StatusCode::BAD_REQUEST), "unknown")
         } else if head.path == "*" {
-            if head.method == Method::OPTIONS {
-                Reply::new(StatusCode::NO_CONTENT).header(
-                    http::header::ALLOW,
-                    http::HeaderValue::from_static("GET, HEAD, OPTIONS"),
-                )
-            } else {
-                Reply::error(StatusCode::BAD_REQUEST)
-            }
+            (asterisk_reply(&head.method), "unknown")
         } else {
-            self.shared.statics.respond(&head)
+            let routed = self.shared.app.load().respond(&head);
+            (routed.reply, routed.vhost)
         };
         let draining = self.shared.shutdown.phase() >= Phase::Stopping;
         let close = close || draining;
@@ -381,6 +378,7 @@ impl Conn<'_> {
             }
         });
         self.out.pending.push(Pending {
+            vhost,
             method: head.method.clone(),
             status,
             bytes: body_bytes,
@@ -405,7 +403,7 @@ impl Conn<'_> {
                 for p in out.pending.drain(..) {
                     let secs = now.duration_since(p.start).as_secs_f64();
                     w.metrics
-                        .record(&p.method, p.status, p.bytes, secs, p.cache_hit);
+                        .record(p.vhost, &p.method, p.status, p.bytes, secs, p.cache_hit);
                 }
             });
             out.pending.clear();
@@ -474,6 +472,18 @@ impl Conn<'_> {
             }
         }
         Ok(())
+    }
+}
+
+/// `OPTIONS *` asks about the server as a whole; nothing else may use `*`.
+pub(crate) fn asterisk_reply(method: &Method) -> Reply {
+    if *method == Method::OPTIONS {
+        Reply::new(StatusCode::NO_CONTENT).header(
+            http::header::ALLOW,
+            http::HeaderValue::from_static("GET, HEAD, OPTIONS"),
+        )
+    } else {
+        Reply::error(StatusCode::BAD_REQUEST)
     }
 }
 

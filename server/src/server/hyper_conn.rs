@@ -8,7 +8,7 @@ use super::shutdown::stopping;
 use super::worker::{with_worker, Shared};
 use crate::access_log::LogRecord;
 use crate::http::reply::Reply;
-use crate::http::request::RequestHead;
+use crate::http::request::{HeaderSource, RequestHead};
 use http::header::{CONTENT_LENGTH, DATE, SERVER};
 use http::{HeaderValue, Method, Request, Response, StatusCode, Version};
 use hyper::body::Incoming;
@@ -38,10 +38,11 @@ pub async fn serve(io: Rewind<TcpStream>, peer: SocketAddr, shared: Arc<Shared>)
         .max_concurrent_streams(128);
     let svc_shared = shared.clone();
     let remote: Arc<str> = peer.ip().to_string().into();
+    let peer_ip = peer.ip();
     let service = service_fn(move |req| {
         let shared = svc_shared.clone();
         let remote = remote.clone();
-        async move { Ok::<_, Infallible>(handle(req, &remote, &shared)) }
+        async move { Ok::<_, Infallible>(handle(req, peer_ip, &remote, &shared)) }
     });
     let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
     tokio::pin!(conn);
@@ -61,7 +62,12 @@ pub async fn serve(io: Rewind<TcpStream>, peer: SocketAddr, shared: Arc<Shared>)
     }
 }
 
-fn handle(req: Request<Incoming>, remote: &str, shared: &Shared) -> Response<ReplyBody> {
+fn handle(
+    req: Request<Incoming>,
+    peer: std::net::IpAddr,
+    remote: &str,
+    shared: &Shared,
+) -> Response<ReplyBody> {
     let start = Instant::now();
     let (parts, _body) = req.into_parts();
     let target = parts.uri.path_and_query().map_or("/", |pq| pq.as_str());
@@ -81,15 +87,15 @@ fn handle(req: Request<Incoming>, remote: &str, shared: &Shared) -> Response<Rep
     if head.host.is_none() {
         head.host = authority;
     }
-    let reply = if parts.version == Version::HTTP_11 && head.host.is_none() {
-        Reply::error(StatusCode::BAD_REQUEST)
-    } else if head.path == "*" && head.method == Method::OPTIONS {
-        Reply::new(StatusCode::NO_CONTENT).header(
-            http::header::ALLOW,
-            HeaderValue::from_static("GET, HEAD, OPTIONS"),
-        )
+    head.headers = HeaderSource::Map(&parts.headers);
+    head.peer = Some(peer);
+    let (reply, vhost) = if parts.version == Version::HTTP_11 && head.host.is_none() {
+        (Reply::error(StatusCode::BAD_REQUEST), "unknown")
+    } else if head.path == "*" {
+        (super::fast_h1::asterisk_reply(&head.method), "unknown")
     } else {
-        shared.statics.respond(&head)
+        let routed = shared.app.load().respond(&head);
+        (routed.reply, routed.vhost)
     };
     let status = reply.status;
     let head_only = head.method == Method::HEAD;
@@ -107,6 +113,7 @@ fn handle(req: Request<Incoming>, remote: &str, shared: &Shared) -> Response<Rep
     };
     with_worker(|w| {
         w.metrics.record(
+            vhost,
             &head.method,
             status.as_u16(),
             sent,

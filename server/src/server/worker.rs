@@ -1,10 +1,12 @@
 //! Worker threads, listeners and the accept loop.
 
 use crate::access_log::AccessLog;
+use crate::app::App;
+use crate::cache::{FileCache, RootRegistry};
 use crate::metrics::{Metrics, WorkerMetrics};
 use crate::server::shutdown::{stopping, ShutdownControl};
 use crate::settings::Settings;
-use crate::static_files::StaticFiles;
+use arc_swap::ArcSwap;
 use std::cell::RefCell;
 use std::io;
 use std::net::SocketAddr;
@@ -18,7 +20,10 @@ use tokio::sync::Semaphore;
 /// State every worker reads; immutable while serving.
 pub struct Shared {
     pub settings: Settings,
-    pub statics: StaticFiles,
+    /// The live configuration generation; a reload swaps it, in-flight requests keep theirs.
+    pub app: ArcSwap<App>,
+    pub cache: Arc<FileCache>,
+    pub roots: RootRegistry,
     pub metrics: Arc<Metrics>,
     pub shutdown: ShutdownControl,
     pub permits: Arc<Semaphore>,
@@ -98,7 +103,7 @@ fn worker_main(listener: std::net::TcpListener, shared: Arc<Shared>) {
     };
     WORKER.with(|w| {
         *w.borrow_mut() = Some(WorkerState {
-            metrics: WorkerMetrics::new(shared.metrics.clone(), "default"),
+            metrics: WorkerMetrics::new(shared.metrics.clone()),
             log: AccessLog::new(shared.settings.access_log),
         })
     });

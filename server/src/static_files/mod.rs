@@ -4,8 +4,8 @@
 
 mod listing;
 
-use crate::cache::{Data, FileCache, FileEntry, Hit, Lookup, Variant};
-use crate::fs::path::{clean_request_path, PathPolicy};
+use crate::cache::{CacheRoot, Data, FileCache, FileEntry, Hit, Lookup, Variant};
+use crate::fs::path::{clean_request_path, CleanPath, PathPolicy};
 use crate::http::conditional::{self, Outcome, Validators};
 use crate::http::encoding::negotiate;
 use crate::http::range::{self, ByteRange, RangeOutcome};
@@ -30,13 +30,14 @@ pub struct StaticOptions {
 }
 
 pub struct StaticFiles {
-    cache: FileCache,
+    cache: Arc<FileCache>,
+    root: Arc<CacheRoot>,
     options: StaticOptions,
     boundary: String,
 }
 
 impl StaticFiles {
-    pub fn new(cache: FileCache, options: StaticOptions) -> StaticFiles {
+    pub fn new(cache: Arc<FileCache>, root: Arc<CacheRoot>, options: StaticOptions) -> StaticFiles {
         // The multipart boundary only has to be absent from the parts; a per-process
         // value derived from time and pid is enough for that.
         let seed = std::time::SystemTime::now()
@@ -46,6 +47,7 @@ impl StaticFiles {
             ^ (std::process::id() as u128) << 64;
         StaticFiles {
             cache,
+            root,
             options,
             boundary: format!("skiff-{:032x}", seed),
         }
@@ -55,34 +57,39 @@ impl StaticFiles {
         &self.cache
     }
 
+    pub fn path_policy(&self) -> PathPolicy {
+        PathPolicy {
+            allow_hidden: self.options.allow_hidden,
+        }
+    }
+
+    /// Maps the request path, then serves it.
     pub fn respond(&self, req: &RequestHead<'_>) -> Reply {
+        match clean_path_or_reply(req.path, self.path_policy()) {
+            Ok(path) => self.respond_clean(req, &path),
+            Err(reply) => reply,
+        }
+    }
+
+    /// Serves an already mapped path.
+    pub fn respond_clean(&self, req: &RequestHead<'_>, path: &CleanPath<'_>) -> Reply {
         let safe = match req.method {
             Method::GET | Method::HEAD => true,
             Method::OPTIONS => return Reply::new(StatusCode::NO_CONTENT).header(ALLOW, ALLOWED),
             _ => return Reply::error(StatusCode::METHOD_NOT_ALLOWED).header(ALLOW, ALLOWED),
         };
-        let policy = PathPolicy {
-            allow_hidden: self.options.allow_hidden,
-        };
-        let path = match clean_request_path(req.path, policy) {
-            Ok(p) => p,
-            Err(e) if e.is_not_found() => return Reply::error(StatusCode::NOT_FOUND),
+        let found = match self.cache.lookup(
+            &self.root,
+            path.as_str(),
+            path.relative(),
+            path.has_trailing_slash(),
+        ) {
+            Ok(f) => f,
             Err(e) => {
-                tracing::debug!(path = req.path, error = %e, "rejected request path");
-                return Reply::error(StatusCode::BAD_REQUEST);
+                tracing::warn!(path = path.as_str(), error = %e, "file lookup failed");
+                return Reply::error(StatusCode::INTERNAL_SERVER_ERROR);
             }
         };
-        let found =
-            match self
-                .cache
-                .lookup(path.as_str(), path.relative(), path.has_trailing_slash())
-            {
-                Ok(f) => f,
-                Err(e) => {
-                    tracing::warn!(path = path.as_str(), error = %e, "file lookup failed");
-                    return Reply::error(StatusCode::INTERNAL_SERVER_ERROR);
-                }
-            };
         match found {
             Lookup::File(entry, hit) => {
                 let mut reply = self.file_reply(req, &entry, safe);
@@ -106,7 +113,7 @@ impl StaticFiles {
             }
             Lookup::Directory(rel) if self.options.listing => {
                 match listing::render(
-                    self.cache.root(),
+                    &self.root.root,
                     &rel,
                     path.as_str(),
                     self.options.allow_hidden,
@@ -266,6 +273,19 @@ impl StaticFiles {
         if vary {
             r.headers
                 .push((VARY, HeaderValue::from_static("Accept-Encoding")));
+        }
+    }
+}
+
+/// Maps a request path, or gives the reply for a path that cannot be mapped
+/// (404 for hidden files, 400 for malformed or escaping paths).
+pub fn clean_path_or_reply(raw: &str, policy: PathPolicy) -> Result<CleanPath<'_>, Reply> {
+    match clean_request_path(raw, policy) {
+        Ok(p) => Ok(p),
+        Err(e) if e.is_not_found() => Err(Reply::error(StatusCode::NOT_FOUND)),
+        Err(e) => {
+            tracing::debug!(path = raw, error = %e, "rejected request path");
+            Err(Reply::error(StatusCode::BAD_REQUEST))
         }
     }
 }

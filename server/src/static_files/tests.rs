@@ -14,10 +14,13 @@ struct Site {
 fn site_with(options: StaticOptions, cache: CacheSettings, setup: impl FnOnce(&Path)) -> Site {
     let dir = tempfile::tempdir().unwrap();
     setup(dir.path());
-    let root = Root::open(dir.path(), false).unwrap();
-    let cache = FileCache::new(root, cache, vec!["index.html".into(), "index.htm".into()]);
+    let root = Arc::new(CacheRoot {
+        id: 1,
+        root: Root::open(dir.path(), false).unwrap(),
+        index_files: vec!["index.html".into(), "index.htm".into()],
+    });
     Site {
-        files: StaticFiles::new(cache, options),
+        files: StaticFiles::new(Arc::new(FileCache::new(cache)), root, options),
         dir,
     }
 }

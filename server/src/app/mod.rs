@@ -1,0 +1,532 @@
+//! One generation of configuration, compiled for serving: virtual servers chosen by host,
+//! rules in order, actions and modifiers. Built from a validated `skiff_config::Config`;
+//! building also does what validation cannot (opening roots, reading htpasswd files),
+//! so a reload that fails here leaves the running generation in place.
+
+mod modifiers;
+mod rules;
+
+use crate::cache::{FileCache, RootRegistry};
+use crate::http::reply::{Body, Reply};
+use crate::http::request::RequestHead;
+use crate::static_files::{clean_path_or_reply, StaticFiles, StaticOptions};
+use bytes::Bytes;
+use http::{HeaderName, HeaderValue, Method, StatusCode};
+use ipnet::IpNet;
+use modifiers::{AccessList, BasicAuth, CachePolicy, Cors, HeaderOps, RateLimiter};
+use rules::{Action, Conditions};
+use skiff_config::{Config, HostPattern, UnknownHost};
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+pub struct App {
+    /// A short hash of the configuration text, exported as `skiff_config_info{hash}`.
+    pub hash: String,
+    vhosts: Vec<VirtualHost>,
+    exact: HashMap<String, usize>,
+    /// (suffix such as ".example.com", index), longest suffix first.
+    wildcards: Vec<(String, usize)>,
+    default: Option<usize>,
+    unknown_host: UnknownHost,
+    trusted_proxies: Vec<IpNet>,
+}
+
+struct VirtualHost {
+    name: &'static str,
+    statics: StaticFiles,
+    rules: Vec<Rule>,
+    error_pages: HashMap<u16, String>,
+}
+
+struct Rule {
+    conditions: Conditions,
+    action: Action,
+    access: Option<AccessList>,
+    rate_limit: Option<RateLimiter>,
+    cors: Option<Cors>,
+    basic_auth: Option<BasicAuth>,
+    headers: Option<HeaderOps>,
+    cache: Option<CachePolicy>,
+}
+
+/// A reply and the virtual server that made it (for metrics).
+pub struct Routed {
+    pub reply: Reply,
+    pub vhost: &'static str,
+}
+
+/// Virtual server names become metric label values; each distinct name is interned once,
+/// so reloads do not leak.
+fn intern(name: &str) -> &'static str {
+    static NAMES: std::sync::Mutex<Vec<&'static str>> = std::sync::Mutex::new(Vec::new());
+    let mut names = NAMES.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(n) = names.iter().find(|n| **n == name) {
+        return n;
+    }
+    let leaked: &'static str = Box::leak(name.to_owned().into_boxed_str());
+    names.push(leaked);
+    leaked
+}
+
+/// Options a `skiff serve` command line adds on top of the config model.
+#[derive(Debug, Clone, Default)]
+pub struct ServeOverrides {
+    pub cache_control: Option<HeaderValue>,
+}
+
+impl App {
+    /// Compiles a validated config. `base` is the folder relative roots are taken from.
+    pub fn build(
+        cfg: &Config,
+        base: &Path,
+        hash: String,
+        cache: &Arc<FileCache>,
+        roots: &RootRegistry,
+        overrides: &ServeOverrides,
+    ) -> Result<App, String> {
+        let issues = skiff_config::validate(cfg);
+        if let Some(first) = issues.first() {
+            return Err(format!("{}: {}", first.path, first.message));
+        }
+        let parse_nets = |list: &[String]| -> Result<Vec<IpNet>, String> {
+            list.iter().map(|c| skiff_config::parse_cidr(c)).collect()
+        };
+        let mut vhosts = Vec::with_capacity(cfg.virtual_servers.len());
+        let mut exact = HashMap::new();
+        let mut wildcards = Vec::new();
+        let mut default = None;
+        for (i, vs) in cfg.virtual_servers.iter().enumerate() {
+            let root_path = base.join(&vs.root);
+            let root = roots
+                .open(&root_path, vs.follow_symlinks_outside_root, &vs.index)
+                .map_err(|e| {
+                    format!(
+                        "virtual_servers[{i}].root: cannot open {}: {e}",
+                        root_path.display()
+                    )
+                })?;
+            let statics = StaticFiles::new(
+                cache.clone(),
+                root,
+                StaticOptions {
+                    allow_hidden: vs.hidden_files,
+                    listing: vs.listing,
+                    cache_control: overrides.cache_control.clone(),
+                },
+            );
+            let mut rules = Vec::with_capacity(vs.rules.len());
+            for (j, r) in vs.rules.iter().enumerate() {
+                let at = format!("virtual_servers[{i}].rules[{j}]");
+                rules.push(compile_rule(r, &at, base)?);
+            }
+            for h in &vs.hosts {
+                match HostPattern::parse(h)
+                    .map_err(|e| format!("virtual_servers[{i}].hosts: {e}"))?
+                {
+                    HostPattern::Exact(name) => {
+                        exact.insert(name, i);
+                    }
+                    HostPattern::Wildcard(suffix) => wildcards.push((suffix, i)),
+                }
+            }
+            if vs.default {
+                default = Some(i);
+            }
+            vhosts.push(VirtualHost {
+                name: intern(&vs.name),
+                statics,
+                rules,
+                error_pages: vs
+                    .error_pages
+                    .iter()
+                    .map(|(k, v)| (*k, v.clone()))
+                    .collect(),
+            });
+        }
+        wildcards.sort_by_key(|(s, _)| std::cmp::Reverse(s.len()));
+        Ok(App {
+            hash,
+            vhosts,
+            exact,
+            wildcards,
+            default,
+            unknown_host: cfg.unknown_host,
+            trusted_proxies: parse_nets(&cfg.trusted_proxies)?,
+        })
+    }
+
+    fn select(&self, host: Option<&[u8]>) -> Option<&VirtualHost> {
+        if self.exact.is_empty() && self.wildcards.is_empty() {
+            return self.default.map(|d| &self.vhosts[d]);
+        }
+        let host = host
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .map(normalize_host);
+        if let Some(h) = host.as_deref() {
+            if let Some(&i) = self.exact.get(h) {
+                return Some(&self.vhosts[i]);
+            }
+            if let Some((_, i)) = self
+                .wildcards
+                .iter()
+                .find(|(s, _)| h.len() > s.len() && h.ends_with(s.as_str()))
+            {
+                return Some(&self.vhosts[*i]);
+            }
+        }
+        self.default.map(|d| &self.vhosts[d])
+    }
+
+    pub fn respond(&self, req: &RequestHead<'_>) -> Routed {
+        let Some(vh) = self.select(req.host) else {
+            let status = match self.unknown_host {
+                UnknownHost::Misdirected => StatusCode::MISDIRECTED_REQUEST,
+                UnknownHost::NotFound => StatusCode::NOT_FOUND,
+            };
+            return Routed {
+                reply: Reply::error(status),
+                vhost: "unknown",
+            };
+        };
+        let path = match clean_path_or_reply(req.path, vh.statics.path_policy()) {
+            Ok(p) => p,
+            Err(reply) => {
+                return Routed {
+                    reply: self.error_page(vh, req, reply),
+                    vhost: vh.name,
+                }
+            }
+        };
+        for rule in &vh.rules {
+            if let Some(caps) = rule.conditions.matches(req, path.as_str()) {
+                let reply = self.apply(vh, rule, req, &path, caps.as_ref());
+                return Routed {
+                    reply: self.error_page(vh, req, reply),
+                    vhost: vh.name,
+                };
+            }
+        }
+        let reply = vh.statics.respond_clean(req, &path);
+        Routed {
+            reply: self.error_page(vh, req, reply),
+            vhost: vh.name,
+        }
+    }
+
+    fn apply(
+        &self,
+        vh: &VirtualHost,
+        rule: &Rule,
+        req: &RequestHead<'_>,
+        path: &crate::fs::path::CleanPath<'_>,
+        caps: Option<&regex::Captures<'_>>,
+    ) -> Reply {
+        if rule.access.is_some() || rule.rate_limit.is_some() {
+            let ip = modifiers::client_ip(req, &self.trusted_proxies);
+            if let Some(acl) = &rule.access {
+                if !acl.permits(ip) {
+                    return Reply::error(acl.status);
+                }
+            }
+            if let (Some(rl), Some(ip)) = (&rule.rate_limit, ip) {
+                if let Err(retry) = rl.check(ip) {
+                    return Reply::error(StatusCode::TOO_MANY_REQUESTS)
+                        .header(http::header::RETRY_AFTER, HeaderValue::from(retry));
+                }
+            }
+        }
+        if let Some(cors) = &rule.cors {
+            if let Some(pre) = cors.preflight(req) {
+                return pre;
+            }
+        }
+        if let Some(auth) = &rule.basic_auth {
+            if !auth.permits(req) {
+                return Reply::error(StatusCode::UNAUTHORIZED)
+                    .header(http::header::WWW_AUTHENTICATE, auth.challenge.clone());
+            }
+        }
+        let mut reply = match &rule.action {
+            Action::Static => vh.statics.respond_clean(req, path),
+            Action::Redirect { to, status } => {
+                let location = rules::render_location(to, req, caps);
+                match HeaderValue::from_str(&location) {
+                    Ok(v) => Reply::error(*status).header(http::header::LOCATION, v),
+                    Err(_) => Reply::error(StatusCode::INTERNAL_SERVER_ERROR),
+                }
+            }
+            Action::Return {
+                status,
+                body,
+                content_type,
+            } => {
+                let mut r = Reply::new(*status);
+                r.headers
+                    .push((http::header::CONTENT_TYPE, content_type.clone()));
+                r.body = Body::Bytes(body.clone());
+                r
+            }
+            Action::Deny { status } => Reply::error(*status),
+            Action::Pool { protocol, pool } => {
+                // Routing to pools is configured and validated; the protocol handlers
+                // arrive with the backend pools work.
+                tracing::warn!(
+                    pool = pool.as_str(),
+                    protocol = protocol.as_str(),
+                    "no backend handler for this pool protocol yet"
+                );
+                Reply::error(StatusCode::BAD_GATEWAY)
+            }
+        };
+        if reply.status.as_u16() < 400 {
+            if let Some(c) = &rule.cache {
+                c.apply(&mut reply);
+            }
+            if let Some(h) = &rule.headers {
+                h.apply(&mut reply);
+            }
+        }
+        if let Some(cors) = &rule.cors {
+            cors.decorate(req, &mut reply);
+        }
+        reply
+    }
+
+    /// Replaces an error's body with the virtual server's page for that status, if any.
+    fn error_page(&self, vh: &VirtualHost, req: &RequestHead<'_>, reply: Reply) -> Reply {
+        if reply.status.as_u16() < 400 || vh.error_pages.is_empty() {
+            return reply;
+        }
+        let Some(page) = vh.error_pages.get(&reply.status.as_u16()) else {
+            return reply;
+        };
+        let page_req = RequestHead {
+            method: Method::GET,
+            target: page,
+            path: page,
+            peer: req.peer,
+            ..Default::default()
+        };
+        let found = vh.statics.respond(&page_req);
+        if found.status != StatusCode::OK {
+            return reply;
+        }
+        let ctype = found
+            .header_fields()
+            .find(|(n, _)| n == http::header::CONTENT_TYPE)
+            .map(|(_, v)| v.clone())
+            .unwrap_or(HeaderValue::from_static("text/html; charset=utf-8"));
+        let body = match found.body {
+            Body::Bytes(b) | Body::Mirrored(b, _) => Body::Bytes(b),
+            other => other,
+        };
+        let mut out = Reply::new(reply.status);
+        out.headers = reply
+            .headers
+            .into_iter()
+            .filter(|(n, _)| n != http::header::CONTENT_TYPE)
+            .collect();
+        out.headers.push((http::header::CONTENT_TYPE, ctype));
+        out.body = body;
+        out
+    }
+}
+
+/// Lower-cases and strips the port and a trailing dot: `Example.COM.:8080` -> `example.com`.
+fn normalize_host(h: &str) -> std::borrow::Cow<'_, str> {
+    let h = if h.starts_with('[') {
+        h.split_once(']').map_or(h, |(a, _)| &h[..a.len() + 1])
+    } else {
+        h.split(':').next().unwrap_or(h)
+    };
+    let h = h.strip_suffix('.').unwrap_or(h);
+    if h.bytes().any(|b| b.is_ascii_uppercase()) {
+        std::borrow::Cow::Owned(h.to_ascii_lowercase())
+    } else {
+        std::borrow::Cow::Borrowed(h)
+    }
+}
+
+fn compile_rule(r: &skiff_config::Rule, at: &str, base: &Path) -> Result<Rule, String> {
+    let m = &r.matches;
+    let regex = match &m.regex {
+        Some(re) => Some(regex::Regex::new(re).map_err(|e| format!("{at}.match.regex: {e}"))?),
+        None => None,
+    };
+    let captures = regex.as_ref().map_or(0, |r| r.captures_len() - 1);
+    let methods = m
+        .methods
+        .iter()
+        .map(|x| Method::from_bytes(x.as_bytes()).map_err(|_| format!("{at}.match.methods: {x:?}")))
+        .collect::<Result<Vec<_>, _>>()?;
+    let conditions = Conditions {
+        prefix: m.prefix.clone(),
+        path: m.path.clone(),
+        regex,
+        extensions: m
+            .extensions
+            .iter()
+            .map(|e| e.to_ascii_lowercase())
+            .collect(),
+        methods,
+        headers: m
+            .headers
+            .iter()
+            .map(|h| {
+                (
+                    h.name.clone(),
+                    h.value.as_ref().map(|v| v.as_bytes().to_vec()),
+                )
+            })
+            .collect(),
+    };
+    let status =
+        |code: u16| StatusCode::from_u16(code).map_err(|_| format!("{at}: bad status {code}"));
+    let action = match &r.action {
+        skiff_config::Action::Static {} => Action::Static,
+        skiff_config::Action::Redirect { to, status: s } => Action::Redirect {
+            to: skiff_config::Template::parse(to, captures)
+                .map_err(|e| format!("{at}.action.redirect.to: {e}"))?,
+            status: status(*s)?,
+        },
+        skiff_config::Action::Return {
+            status: s,
+            body,
+            content_type,
+        } => Action::Return {
+            status: status(*s)?,
+            body: Bytes::from(body.clone()),
+            content_type: HeaderValue::from_str(content_type)
+                .map_err(|_| format!("{at}.action.return.content_type"))?,
+        },
+        skiff_config::Action::Deny { status: s } => Action::Deny {
+            status: status(*s)?,
+        },
+        skiff_config::Action::Proxy(p) => pool(skiff_config::PoolProtocol::Http, &p.pool),
+        skiff_config::Action::Fastcgi(p) => pool(skiff_config::PoolProtocol::Fastcgi, &p.pool),
+        skiff_config::Action::Uwsgi(p) => pool(skiff_config::PoolProtocol::Uwsgi, &p.pool),
+        skiff_config::Action::Scgi(p) => pool(skiff_config::PoolProtocol::Scgi, &p.pool),
+    };
+    let access = match &r.access {
+        Some(a) => Some(AccessList {
+            allow: a
+                .allow
+                .iter()
+                .map(|c| skiff_config::parse_cidr(c))
+                .collect::<Result<_, _>>()?,
+            deny: a
+                .deny
+                .iter()
+                .map(|c| skiff_config::parse_cidr(c))
+                .collect::<Result<_, _>>()?,
+            status: status(a.status)?,
+        }),
+        None => None,
+    };
+    let joined = |list: &[String]| -> Option<HeaderValue> {
+        (!list.is_empty())
+            .then(|| HeaderValue::from_str(&list.join(", ")).ok())
+            .flatten()
+    };
+    let cors = r.cors.as_ref().map(|c| Cors {
+        any_origin: c.allow_origins.iter().any(|o| o == "*"),
+        origins: c.allow_origins.clone(),
+        allow_methods: joined(&c.allow_methods)
+            .unwrap_or(HeaderValue::from_static("GET, HEAD, POST")),
+        allow_headers: joined(&c.allow_headers),
+        expose_headers: joined(&c.expose_headers),
+        credentials: c.allow_credentials,
+        max_age: c.max_age.map(HeaderValue::from),
+    });
+    let basic_auth = match &r.basic_auth {
+        Some(b) => {
+            let file = base.join(&b.htpasswd);
+            let text = std::fs::read_to_string(&file).map_err(|e| {
+                format!(
+                    "{at}.basic_auth.htpasswd: cannot read {}: {e}",
+                    file.display()
+                )
+            })?;
+            Some(
+                BasicAuth::from_htpasswd(&text, &b.realm)
+                    .map_err(|e| format!("{at}.basic_auth.htpasswd: {}: {e}", file.display()))?,
+            )
+        }
+        None => None,
+    };
+    let header = |n: &str| {
+        HeaderName::from_bytes(n.as_bytes()).map_err(|_| format!("{at}.headers: bad name {n:?}"))
+    };
+    let value =
+        |v: &str| HeaderValue::from_str(v).map_err(|_| format!("{at}.headers: bad value {v:?}"));
+    let headers = match &r.headers {
+        Some(h) => Some(HeaderOps {
+            remove: h
+                .remove
+                .iter()
+                .map(|n| header(n))
+                .collect::<Result<_, _>>()?,
+            set: h
+                .set
+                .iter()
+                .map(|(n, v)| Ok((header(n)?, value(v)?)))
+                .collect::<Result<_, String>>()?,
+            add: h
+                .add
+                .iter()
+                .map(|(n, v)| Ok((header(n)?, value(v)?)))
+                .collect::<Result<_, String>>()?,
+        }),
+        None => None,
+    };
+    let cache = r.cache.as_ref().map(|c| {
+        let mut cc = String::new();
+        match c.visibility {
+            Some(skiff_config::CacheVisibility::Public) => cc.push_str("public, "),
+            Some(skiff_config::CacheVisibility::Private) => cc.push_str("private, "),
+            None => {}
+        }
+        cc.push_str(&format!("max-age={}", c.max_age));
+        if c.immutable {
+            cc.push_str(", immutable");
+        }
+        CachePolicy {
+            cache_control: HeaderValue::from_str(&cc).expect("ASCII"),
+            max_age: c.max_age,
+        }
+    });
+    Ok(Rule {
+        conditions,
+        action,
+        access,
+        rate_limit: r
+            .rate_limit
+            .as_ref()
+            .map(|l| RateLimiter::new(l.requests_per_second, l.burst)),
+        cors,
+        basic_auth,
+        headers,
+        cache,
+    })
+}
+
+fn pool(protocol: skiff_config::PoolProtocol, name: &str) -> Action {
+    Action::Pool {
+        protocol,
+        pool: name.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::normalize_host;
+
+    #[test]
+    fn hosts_are_normalized() {
+        assert_eq!(normalize_host("Example.COM:8080"), "example.com");
+        assert_eq!(normalize_host("example.com."), "example.com");
+        assert_eq!(normalize_host("[::1]:80"), "[::1]");
+        assert_eq!(normalize_host("plain"), "plain");
+    }
+}

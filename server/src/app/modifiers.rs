@@ -1,0 +1,354 @@
+//! Per-rule modifiers: who may ask (address lists, rate limits, basic auth), and what the
+//! response carries (CORS, headers, caching).
+
+use crate::http::reply::Reply;
+use crate::http::request::RequestHead;
+use http::header::{HeaderName, HeaderValue};
+use http::StatusCode;
+use ipnet::IpNet;
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime};
+
+/// The client's address: the peer, or, when the peer is a trusted proxy, the right-most
+/// `X-Forwarded-For` entry that is not itself a trusted proxy.
+pub fn client_ip(req: &RequestHead<'_>, trusted: &[IpNet]) -> Option<IpAddr> {
+    let peer = req.peer?;
+    if trusted.is_empty() || !trusted.iter().any(|n| n.contains(&peer)) {
+        return Some(peer);
+    }
+    let Some(xff) = req
+        .headers
+        .get("x-forwarded-for")
+        .and_then(|v| std::str::from_utf8(v).ok())
+    else {
+        return Some(peer);
+    };
+    let mut client = peer;
+    for part in xff.rsplit(',') {
+        let Ok(ip) = part.trim().parse::<IpAddr>() else {
+            break; // garbage: stop trusting the chain here
+        };
+        client = ip;
+        if !trusted.iter().any(|n| n.contains(&ip)) {
+            break;
+        }
+    }
+    Some(client)
+}
+
+pub struct AccessList {
+    pub allow: Vec<IpNet>,
+    pub deny: Vec<IpNet>,
+    pub status: StatusCode,
+}
+
+impl AccessList {
+    pub fn permits(&self, ip: Option<IpAddr>) -> bool {
+        let Some(ip) = ip else {
+            return self.allow.is_empty() && self.deny.is_empty();
+        };
+        if self.deny.iter().any(|n| n.contains(&ip)) {
+            return false;
+        }
+        self.allow.is_empty() || self.allow.iter().any(|n| n.contains(&ip))
+    }
+}
+
+/// A token bucket per client address.
+pub struct RateLimiter {
+    rate: f64,
+    burst: f64,
+    buckets: Mutex<HashMap<IpAddr, (f64, Instant)>>,
+}
+
+const MAX_TRACKED_CLIENTS: usize = 100_000;
+
+impl RateLimiter {
+    pub fn new(rate: f64, burst: u32) -> RateLimiter {
+        RateLimiter {
+            rate,
+            burst: burst as f64,
+            buckets: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Takes a token, or says how many seconds until one is available.
+    pub fn check(&self, ip: IpAddr) -> Result<(), u64> {
+        let now = Instant::now();
+        let mut buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
+        if buckets.len() >= MAX_TRACKED_CLIENTS {
+            // Full buckets carry no state worth keeping.
+            let (rate, burst) = (self.rate, self.burst);
+            buckets.retain(|_, (tokens, at)| {
+                *tokens + now.duration_since(*at).as_secs_f64() * rate < burst
+            });
+        }
+        let (tokens, at) = buckets.entry(ip).or_insert((self.burst, now));
+        *tokens = (*tokens + now.duration_since(*at).as_secs_f64() * self.rate).min(self.burst);
+        *at = now;
+        if *tokens >= 1.0 {
+            *tokens -= 1.0;
+            Ok(())
+        } else {
+            Err(((1.0 - *tokens) / self.rate).ceil().max(1.0) as u64)
+        }
+    }
+}
+
+pub struct Cors {
+    pub any_origin: bool,
+    pub origins: Vec<String>,
+    pub allow_methods: HeaderValue,
+    pub allow_headers: Option<HeaderValue>,
+    pub expose_headers: Option<HeaderValue>,
+    pub credentials: bool,
+    pub max_age: Option<HeaderValue>,
+}
+
+impl Cors {
+    fn allowed_origin(&self, origin: &[u8]) -> bool {
+        self.any_origin || self.origins.iter().any(|o| o.as_bytes() == origin)
+    }
+
+    /// A preflight answer, when this request is one.
+    pub fn preflight(&self, req: &RequestHead<'_>) -> Option<Reply> {
+        if req.method != http::Method::OPTIONS {
+            return None;
+        }
+        let origin = req.headers.get("origin")?;
+        req.headers.get("access-control-request-method")?;
+        let mut r = Reply::new(StatusCode::NO_CONTENT);
+        if self.allowed_origin(origin) {
+            self.push_origin(&mut r, origin);
+            r.headers.push((
+                http::header::ACCESS_CONTROL_ALLOW_METHODS,
+                self.allow_methods.clone(),
+            ));
+            if let Some(h) = &self.allow_headers {
+                r.headers
+                    .push((http::header::ACCESS_CONTROL_ALLOW_HEADERS, h.clone()));
+            }
+            if let Some(m) = &self.max_age {
+                r.headers
+                    .push((http::header::ACCESS_CONTROL_MAX_AGE, m.clone()));
+            }
+        }
+        Some(r)
+    }
+
+    /// Adds the CORS headers of an actual (non-preflight) response.
+    pub fn decorate(&self, req: &RequestHead<'_>, r: &mut Reply) {
+        let Some(origin) = req.headers.get("origin") else {
+            return;
+        };
+        if !self.allowed_origin(origin) {
+            return;
+        }
+        self.push_origin(r, origin);
+        if let Some(h) = &self.expose_headers {
+            r.headers
+                .push((http::header::ACCESS_CONTROL_EXPOSE_HEADERS, h.clone()));
+        }
+    }
+
+    fn push_origin(&self, r: &mut Reply, origin: &[u8]) {
+        if self.any_origin && !self.credentials {
+            r.headers.push((
+                http::header::ACCESS_CONTROL_ALLOW_ORIGIN,
+                HeaderValue::from_static("*"),
+            ));
+        } else if let Ok(v) = HeaderValue::from_bytes(origin) {
+            r.headers
+                .push((http::header::ACCESS_CONTROL_ALLOW_ORIGIN, v));
+            r.headers
+                .push((http::header::VARY, HeaderValue::from_static("Origin")));
+        }
+        if self.credentials {
+            r.headers.push((
+                http::header::ACCESS_CONTROL_ALLOW_CREDENTIALS,
+                HeaderValue::from_static("true"),
+            ));
+        }
+    }
+}
+
+/// Basic authentication against bcrypt htpasswd entries. Verified credentials are
+/// remembered (bcrypt is deliberately slow), keyed by the exact Authorization value.
+pub struct BasicAuth {
+    pub challenge: HeaderValue,
+    users: HashMap<String, String>,
+    verified: quick_cache::sync::Cache<Vec<u8>, ()>,
+}
+
+impl BasicAuth {
+    /// Parses an htpasswd file. Only bcrypt (`$2a$`, `$2b$`, `$2y$`) entries are accepted:
+    /// plaintext, crypt(3), MD5 and SHA-1 entries are refused with the line number.
+    pub fn from_htpasswd(text: &str, realm: &str) -> Result<BasicAuth, String> {
+        let mut users = HashMap::new();
+        for (n, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let (user, hash) = line
+                .split_once(':')
+                .ok_or_else(|| format!("line {}: expected user:hash", n + 1))?;
+            if !(hash.starts_with("$2a$") || hash.starts_with("$2b$") || hash.starts_with("$2y$")) {
+                return Err(format!(
+                    "line {}: the entry for {user:?} is not bcrypt; create it with `htpasswd -B`",
+                    n + 1
+                ));
+            }
+            users.insert(user.to_owned(), hash.to_owned());
+        }
+        if users.is_empty() {
+            return Err("no users".into());
+        }
+        let challenge =
+            HeaderValue::from_str(&format!("Basic realm=\"{realm}\", charset=\"UTF-8\""))
+                .map_err(|_| "the realm is not a valid header value".to_owned())?;
+        Ok(BasicAuth {
+            challenge,
+            users,
+            verified: quick_cache::sync::Cache::new(1024),
+        })
+    }
+
+    pub fn permits(&self, req: &RequestHead<'_>) -> bool {
+        let Some(value) = req.headers.get("authorization") else {
+            return false;
+        };
+        if self.verified.get(value).is_some() {
+            return true;
+        }
+        let ok = (|| {
+            let text = std::str::from_utf8(value).ok()?;
+            let (scheme, token) = text.trim().split_once(' ')?;
+            if !scheme.eq_ignore_ascii_case("basic") {
+                return None;
+            }
+            use base64::Engine;
+            let raw = base64::engine::general_purpose::STANDARD
+                .decode(token.trim())
+                .ok()?;
+            let raw = String::from_utf8(raw).ok()?;
+            let (user, password) = raw.split_once(':')?;
+            let hash = self.users.get(user)?;
+            bcrypt::verify(password, hash).ok()
+        })()
+        .unwrap_or(false);
+        if ok {
+            self.verified.insert(value.to_vec(), ());
+        }
+        ok
+    }
+}
+
+/// Response header changes.
+pub struct HeaderOps {
+    pub remove: Vec<HeaderName>,
+    pub set: Vec<(HeaderName, HeaderValue)>,
+    pub add: Vec<(HeaderName, HeaderValue)>,
+}
+
+impl HeaderOps {
+    pub fn apply(&self, r: &mut Reply) {
+        if !self.remove.is_empty() || !self.set.is_empty() {
+            materialize(r);
+            r.headers
+                .retain(|(n, _)| !self.remove.contains(n) && !self.set.iter().any(|(s, _)| s == n));
+        }
+        r.headers.extend(self.set.iter().cloned());
+        r.headers.extend(self.add.iter().cloned());
+    }
+}
+
+/// Browser caching.
+pub struct CachePolicy {
+    pub cache_control: HeaderValue,
+    pub max_age: u64,
+}
+
+impl CachePolicy {
+    pub fn apply(&self, r: &mut Reply) {
+        materialize(r);
+        r.headers
+            .retain(|(n, _)| n != http::header::CACHE_CONTROL && n != http::header::EXPIRES);
+        r.headers
+            .push((http::header::CACHE_CONTROL, self.cache_control.clone()));
+        let expires = SystemTime::now() + Duration::from_secs(self.max_age);
+        if let Ok(v) = HeaderValue::from_str(&httpdate::fmt_http_date(expires)) {
+            r.headers.push((http::header::EXPIRES, v));
+        }
+    }
+}
+
+/// Moves shared (prebuilt) headers into the reply's own list so they can be changed.
+fn materialize(r: &mut Reply) {
+    if let Some(shared) = r.shared_head.take() {
+        let mut own = shared.fields.clone();
+        own.append(&mut r.headers);
+        r.headers = own;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http::request::HeaderSource;
+
+    fn req_with<'a>(peer: &str, headers: &'a [httparse::Header<'a>]) -> RequestHead<'a> {
+        RequestHead {
+            peer: Some(peer.parse().unwrap()),
+            headers: HeaderSource::H1(headers),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn forwarded_for_is_believed_only_from_trusted_proxies() {
+        let trusted: Vec<IpNet> = vec!["10.0.0.0/8".parse().unwrap()];
+        let h = [httparse::Header {
+            name: "X-Forwarded-For",
+            value: b"203.0.113.9, 198.51.100.1, 10.1.1.1",
+        }];
+        assert_eq!(
+            client_ip(&req_with("10.0.0.2", &h), &trusted),
+            Some("198.51.100.1".parse().unwrap())
+        );
+        assert_eq!(
+            client_ip(&req_with("192.0.2.1", &h), &trusted),
+            Some("192.0.2.1".parse().unwrap())
+        );
+        let bad = [httparse::Header {
+            name: "X-Forwarded-For",
+            value: b"garbage",
+        }];
+        assert_eq!(
+            client_ip(&req_with("10.0.0.2", &bad), &trusted),
+            Some("10.0.0.2".parse().unwrap())
+        );
+    }
+
+    #[test]
+    fn token_bucket_allows_a_burst_then_refuses_with_retry_after() {
+        let rl = RateLimiter::new(1.0, 3);
+        let ip: IpAddr = "192.0.2.1".parse().unwrap();
+        assert!(rl.check(ip).is_ok() && rl.check(ip).is_ok() && rl.check(ip).is_ok());
+        assert_eq!(rl.check(ip), Err(1));
+        assert!(
+            rl.check("192.0.2.2".parse().unwrap()).is_ok(),
+            "buckets are per client"
+        );
+    }
+
+    #[test]
+    fn htpasswd_accepts_only_bcrypt() {
+        let err = |text: &str| BasicAuth::from_htpasswd(text, "r").err().expect("refused");
+        assert!(err("bob:{SHA}abc\n").contains("not bcrypt"));
+        assert!(err("bob:plain\n").contains("line 1"));
+        assert_eq!(err("# only comments\n"), "no users");
+    }
+}

@@ -1,0 +1,109 @@
+//! Compiled rules: conditions checked per request, and the action that answers.
+
+use crate::http::request::RequestHead;
+use http::{HeaderValue, Method};
+use regex::Regex;
+use skiff_config::{Piece, PoolProtocol, Template};
+
+pub struct Conditions {
+    pub prefix: Option<String>,
+    pub path: Option<String>,
+    pub regex: Option<Regex>,
+    /// Lower-cased, without the dot.
+    pub extensions: Vec<String>,
+    pub methods: Vec<Method>,
+    /// (name, exact value if required)
+    pub headers: Vec<(String, Option<Vec<u8>>)>,
+}
+
+impl Conditions {
+    /// Whether the request matches; `path` is the decoded, normalized path. Regex
+    /// captures, when any, are returned for the action.
+    pub fn matches<'p>(
+        &self,
+        req: &RequestHead<'_>,
+        path: &'p str,
+    ) -> Option<Option<regex::Captures<'p>>> {
+        if let Some(p) = &self.prefix {
+            if !path.starts_with(p.as_str()) {
+                return None;
+            }
+        }
+        if let Some(p) = &self.path {
+            if path != p {
+                return None;
+            }
+        }
+        if !self.extensions.is_empty() {
+            let name = path.rsplit('/').next().unwrap_or("");
+            let ext = name.rsplit_once('.').map(|(_, e)| e)?;
+            if !self.extensions.iter().any(|x| x.eq_ignore_ascii_case(ext)) {
+                return None;
+            }
+        }
+        if !self.methods.is_empty() && !self.methods.contains(&req.method) {
+            return None;
+        }
+        for (name, value) in &self.headers {
+            let got = req.headers.get(name)?;
+            if let Some(want) = value {
+                if got != want.as_slice() {
+                    return None;
+                }
+            }
+        }
+        match &self.regex {
+            Some(re) => re.captures(path).map(Some),
+            None => Some(None),
+        }
+    }
+}
+
+pub enum Action {
+    Static,
+    Redirect {
+        to: Template,
+        status: http::StatusCode,
+    },
+    Return {
+        status: http::StatusCode,
+        body: bytes::Bytes,
+        content_type: HeaderValue,
+    },
+    Deny {
+        status: http::StatusCode,
+    },
+    Pool {
+        protocol: PoolProtocol,
+        pool: String,
+    },
+}
+
+/// Renders a redirect target.
+pub fn render_location(
+    t: &Template,
+    req: &RequestHead<'_>,
+    caps: Option<&regex::Captures<'_>>,
+) -> String {
+    let mut out = String::with_capacity(64);
+    for piece in &t.pieces {
+        match piece {
+            Piece::Literal(s) => out.push_str(s),
+            Piece::Capture(i) => {
+                if let Some(m) = caps.and_then(|c| c.get(*i)) {
+                    out.push_str(m.as_str());
+                }
+            }
+            Piece::Host => {
+                if let Some(h) = req.host.and_then(|h| std::str::from_utf8(h).ok()) {
+                    out.push_str(h);
+                }
+            }
+            Piece::Scheme => out.push_str("http"),
+            Piece::RequestUri => out.push_str(req.target),
+            Piece::Uri => out.push_str(req.path),
+            Piece::Args => out.push_str(req.query.unwrap_or("")),
+        }
+    }
+    out
+}
