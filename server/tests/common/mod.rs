@@ -21,19 +21,31 @@ pub struct Server {
 impl Server {
     /// Starts `skiff serve ROOT --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 EXTRA...`.
     pub fn start(root: &Path, extra: &[&str]) -> Server {
+        let mut args: Vec<String> = vec!["serve".into(), root.to_string_lossy().into_owned()];
+        args.extend(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"].map(String::from));
+        if !extra.contains(&"--threads") {
+            args.extend(["--threads", "2"].map(String::from));
+        }
+        args.extend(extra.iter().map(|s| s.to_string()));
+        Server::spawn(root, &args)
+    }
+
+    /// Starts `skiff run --config FILE` (the file should listen on 127.0.0.1:0).
+    pub fn run_config(config: &Path) -> Server {
+        let args = vec![
+            "run".to_owned(),
+            "--config".to_owned(),
+            config.to_string_lossy().into_owned(),
+        ];
+        Server::spawn(config.parent().unwrap(), &args)
+    }
+
+    fn spawn(root: &Path, args: &[String]) -> Server {
         let logs = tempfile::tempdir().unwrap();
         let stdout_path = logs.path().join("access.log");
         let stdout = std::fs::File::create(&stdout_path).unwrap();
         let mut child = Command::new(env!("CARGO_BIN_EXE_skiff"))
-            .arg("serve")
-            .arg(root)
-            .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
-            .args(if extra.contains(&"--threads") {
-                &[][..]
-            } else {
-                &["--threads", "2"][..]
-            })
-            .args(extra)
+            .args(args)
             .env("RUST_LOG", "info")
             .stdout(stdout)
             .stderr(Stdio::piped())
