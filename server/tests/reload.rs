@@ -1,0 +1,126 @@
+//! Hot reload through the real binary: valid and invalid changes, the Kubernetes ConfigMap
+//! symlink swap, and changes that need a restart.
+
+mod common;
+use common::*;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+fn config(root: &Path, body: &str) -> String {
+    format!(
+        "listen: 127.0.0.1:0\nadmin_listen: 127.0.0.1:0\nthreads: 1\nvirtual_servers:\n  - name: site\n    default: true\n    root: {}\n    rules:\n      - match: {{ path: /which }}\n        action: {{ return: {{ status: 200, body: \"{body}\" }} }}\n",
+        root.display()
+    )
+}
+
+fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
+    let end = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < end {
+        if f() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("timed out waiting for {what}");
+}
+
+fn which(srv: &Server) -> String {
+    String::from_utf8(curl(&[&srv.url("/which")]).stdout).unwrap()
+}
+
+fn info_hash(srv: &Server) -> String {
+    let (_, body) = srv.admin_get("/metrics");
+    body.lines()
+        .find_map(|l| l.strip_prefix("skiff_config_info{hash=\""))
+        .and_then(|l| l.split('"').next())
+        .map(str::to_owned)
+        .expect("skiff_config_info present")
+}
+
+#[test]
+fn valid_change_applies_and_invalid_change_keeps_the_old_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("skiff.yaml");
+    std::fs::write(&path, config(dir.path(), "one")).unwrap();
+    let srv = Server::run_config(&path);
+    assert_eq!(which(&srv), "one");
+    let first_hash = info_hash(&srv);
+
+    std::fs::write(&path, config(dir.path(), "two")).unwrap();
+    wait_for("the new config", || which(&srv) == "two");
+    assert_eq!(srv.metric("skiff_config_reloads_total{result=\"success\"}"), Some(1.0));
+    assert_ne!(info_hash(&srv), first_hash, "the hash follows the config");
+    assert!(srv.metric("skiff_config_last_reload_success_timestamp_seconds").unwrap() > 1.7e9);
+
+    // Broken YAML, then a config that validates but cannot load: both refused, "two" stays.
+    std::fs::write(&path, "virtual_servers: [\n").unwrap();
+    wait_for("a failed reload", || srv.metric("skiff_config_reloads_total{result=\"failure\"}") == Some(1.0));
+    assert_eq!(which(&srv), "two");
+    std::fs::write(&path, config(&dir.path().join("missing-root"), "three")).unwrap();
+    wait_for("a second failed reload", || srv.metric("skiff_config_reloads_total{result=\"failure\"}") == Some(2.0));
+    assert_eq!(which(&srv), "two");
+}
+
+#[test]
+fn listener_changes_need_a_restart_and_are_not_applied() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("skiff.yaml");
+    std::fs::write(&path, config(dir.path(), "one")).unwrap();
+    let srv = Server::run_config(&path);
+    let changed = config(dir.path(), "two").replace("threads: 1", "threads: 2");
+    std::fs::write(&path, changed).unwrap();
+    wait_for("restart_required", || {
+        srv.metric("skiff_config_reloads_total{result=\"restart_required\"}") == Some(1.0)
+    });
+    assert_eq!(which(&srv), "one", "never half-applied");
+}
+
+#[test]
+fn configmap_symlink_swap_reloads() {
+    // The kubelet's layout: skiff.yaml -> ..data/skiff.yaml, ..data -> ..<timestamp>, and an
+    // update swaps ..data atomically with a rename.
+    let dir = tempfile::tempdir().unwrap();
+    let mount = dir.path().join("config");
+    let site = dir.path().join("site");
+    std::fs::create_dir_all(&site).unwrap();
+    let generation = |name: &str, body: &str| {
+        let g = mount.join(name);
+        std::fs::create_dir_all(&g).unwrap();
+        std::fs::write(g.join("skiff.yaml"), config(&site, body)).unwrap();
+    };
+    std::fs::create_dir_all(&mount).unwrap();
+    generation("..2026_11_21_01", "first");
+    std::os::unix::fs::symlink("..2026_11_21_01", mount.join("..data")).unwrap();
+    std::os::unix::fs::symlink("..data/skiff.yaml", mount.join("skiff.yaml")).unwrap();
+    let srv = Server::run_config(&mount.join("skiff.yaml"));
+    assert_eq!(which(&srv), "first");
+
+    generation("..2026_11_21_02", "second");
+    std::os::unix::fs::symlink("..2026_11_21_02", mount.join("..data_tmp")).unwrap();
+    std::fs::rename(mount.join("..data_tmp"), mount.join("..data")).unwrap();
+    std::fs::remove_dir_all(mount.join("..2026_11_21_01")).unwrap();
+    wait_for("the swapped config", || which(&srv) == "second");
+}
+
+#[test]
+fn sighup_reloads_when_the_watcher_cannot_see_a_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let real = tempfile::tempdir().unwrap();
+    // The config is reached through a symlinked folder whose target changes; the watched
+    // folder itself sees no event, so SIGHUP is the way to reload.
+    let a = real.path().join("a");
+    let b = real.path().join("b");
+    std::fs::create_dir_all(&a).unwrap();
+    std::fs::create_dir_all(&b).unwrap();
+    std::fs::write(a.join("skiff.yaml"), config(dir.path(), "a")).unwrap();
+    std::fs::write(b.join("skiff.yaml"), config(dir.path(), "b")).unwrap();
+    let link = dir.path().join("current");
+    std::os::unix::fs::symlink(&a, &link).unwrap();
+    let srv = Server::run_config(&link.join("skiff.yaml"));
+    assert_eq!(which(&srv), "a");
+    std::fs::remove_file(&link).unwrap();
+    std::os::unix::fs::symlink(&b, &link).unwrap();
+    std::thread::sleep(Duration::from_millis(400));
+    srv.signal("HUP");
+    wait_for("the config after SIGHUP", || which(&srv) == "b");
+}
