@@ -5,7 +5,7 @@
 set -euo pipefail
 
 need_apt=()
-for tool in curl strace; do
+for tool in curl strace wrk; do
   command -v "$tool" >/dev/null 2>&1 || need_apt+=("$tool")
 done
 if [[ "${1:-}" == "--bench" ]]; then

@@ -48,16 +48,27 @@ fn valid_change_applies_and_invalid_change_keeps_the_old_config() {
 
     std::fs::write(&path, config(dir.path(), "two")).unwrap();
     wait_for("the new config", || which(&srv) == "two");
-    assert_eq!(srv.metric("skiff_config_reloads_total{result=\"success\"}"), Some(1.0));
+    assert_eq!(
+        srv.metric("skiff_config_reloads_total{result=\"success\"}"),
+        Some(1.0)
+    );
     assert_ne!(info_hash(&srv), first_hash, "the hash follows the config");
-    assert!(srv.metric("skiff_config_last_reload_success_timestamp_seconds").unwrap() > 1.7e9);
+    assert!(
+        srv.metric("skiff_config_last_reload_success_timestamp_seconds")
+            .unwrap()
+            > 1.7e9
+    );
 
     // Broken YAML, then a config that validates but cannot load: both refused, "two" stays.
     std::fs::write(&path, "virtual_servers: [\n").unwrap();
-    wait_for("a failed reload", || srv.metric("skiff_config_reloads_total{result=\"failure\"}") == Some(1.0));
+    wait_for("a failed reload", || {
+        srv.metric("skiff_config_reloads_total{result=\"failure\"}") == Some(1.0)
+    });
     assert_eq!(which(&srv), "two");
     std::fs::write(&path, config(&dir.path().join("missing-root"), "three")).unwrap();
-    wait_for("a second failed reload", || srv.metric("skiff_config_reloads_total{result=\"failure\"}") == Some(2.0));
+    wait_for("a second failed reload", || {
+        srv.metric("skiff_config_reloads_total{result=\"failure\"}") == Some(2.0)
+    });
     assert_eq!(which(&srv), "two");
 }
 
@@ -123,4 +134,29 @@ fn sighup_reloads_when_the_watcher_cannot_see_a_change() {
     std::thread::sleep(Duration::from_millis(400));
     srv.signal("HUP");
     wait_for("the config after SIGHUP", || which(&srv) == "b");
+}
+
+/// The bar: 50 connections for 10 s on loopback, at least 20 reloads, and not one
+/// failed or non-2xx request. The script prints the counts.
+#[test]
+fn reloads_under_load_drop_nothing() {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../bench/reload_under_load.py");
+    let out = std::process::Command::new("python3")
+        .args([
+            script,
+            "--seconds",
+            "10",
+            "--reloads",
+            "25",
+            "--connections",
+            "50",
+            "--skiff",
+            env!("CARGO_BIN_EXE_skiff"),
+        ])
+        .output()
+        .expect("python3 and wrk are installed by scripts/install-deps.sh");
+    let text = String::from_utf8_lossy(&out.stdout);
+    eprintln!("{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "reload under load failed: {text}");
+    assert!(text.contains("errors=0 non2xx=0"), "{text}");
 }
