@@ -9,7 +9,8 @@ Usage:
   bench/ab.py --variant 'log on=' --variant 'log off=--access-log off' \
               --file index.html:1795:20 --rounds 3 --seconds 4
 
-A variant is LABEL=EXTRA_FLAGS. A file is NAME:SIZE:CONNECTIONS; it is created in a
+A variant is LABEL=EXTRA_FLAGS for `skiff serve`, or LABEL=config:FILE for `skiff run`
+with a config template in which {root} and {port} are replaced. A file is NAME:SIZE:CONNECTIONS; it is created in a
 temporary root with the shared bench's payload. Requires wrk and taskset.
 """
 import argparse
@@ -54,8 +55,17 @@ def cpu_seconds(pid):
 
 def run_once(root, extra, name, conns, seconds):
     port = free_port()
-    cmd = ["taskset", "-c", "0", SKIFF, "serve", root, "--listen", f"127.0.0.1:{port}",
-           "--admin-listen", "127.0.0.1:0", "--threads", "1"] + shlex.split(extra)
+    if extra.startswith("config:"):
+        # A config template with {root} and {port}: run it with `skiff run`.
+        with open(extra[len("config:"):]) as f:
+            text = f.read().replace("{root}", root).replace("{port}", str(port))
+        conf = os.path.join(root, "..", f"ab-{port}.yaml")
+        with open(conf, "w") as f:
+            f.write(text)
+        cmd = ["taskset", "-c", "0", SKIFF, "run", "--config", conf]
+    else:
+        cmd = ["taskset", "-c", "0", SKIFF, "serve", root, "--listen", f"127.0.0.1:{port}",
+               "--admin-listen", "127.0.0.1:0", "--threads", "1"] + shlex.split(extra)
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     try:
@@ -91,7 +101,9 @@ def main():
         sys.exit("build first: cargo build --release -p skiff")
     variants = [v.split("=", 1) for v in args.variant]
     files = []
-    with tempfile.TemporaryDirectory(prefix="skiff-ab-") as root:
+    with tempfile.TemporaryDirectory(prefix="skiff-ab-") as top:
+        root = os.path.join(top, "root")
+        os.mkdir(root)
         for spec in args.file:
             name, size, conns = spec.split(":")
             size = int(size)

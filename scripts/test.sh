@@ -6,6 +6,8 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
+echo "== generated docs are current"
+python3 scripts/config-reference.py --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
 echo "== cargo test"
