@@ -375,6 +375,10 @@ pub fn serve(
     };
     let (addr, workers) = server::run(shared.clone())
         .map_err(|e| format!("cannot listen on {}: {e}", shared.settings.listen))?;
+    let reload_triggers = file.map(|f| {
+        let _guard = control.enter();
+        (reload::Triggers::register(&f), f)
+    });
     let admin_addr = admin_listener.as_ref().and_then(|l| l.local_addr().ok());
     // Tests and scripts read the bound addresses from this line (port 0 picks a free one).
     let admin_text = admin_addr.map_or_else(|| "off".to_owned(), |a| a.to_string());
@@ -397,8 +401,14 @@ pub fn serve(
                 sampler,
             ));
         }
-        if let Some(file) = file {
-            tokio::spawn(reload::watch(shared.clone(), file, cfg, overrides));
+        if let Some((triggers, file)) = reload_triggers {
+            tokio::spawn(reload::watch(
+                triggers,
+                shared.clone(),
+                file,
+                cfg,
+                overrides,
+            ));
         }
         wait_for_signal().await;
         tracing::info!(delay = ?delay, grace = ?grace, "shutting down: readiness off");

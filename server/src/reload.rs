@@ -119,48 +119,72 @@ pub fn reload_once(
     outcome
 }
 
-/// Watches the config file's folder and SIGHUP; reloads after changes settle.
+/// What wakes the reload loop: file-system events in the config folder, and SIGHUP.
+/// Registered before the server reports that it listens, so no early change is missed.
+pub struct Triggers {
+    _watcher: Option<notify::RecommendedWatcher>,
+    events: tokio::sync::mpsc::UnboundedReceiver<()>,
+    hup: Option<tokio::signal::unix::Signal>,
+}
+
+impl Triggers {
+    /// Must run inside the control runtime (for the signal handler).
+    pub fn register(file: &ConfigFile) -> Triggers {
+        use notify::Watcher;
+        let (tx, events) = tokio::sync::mpsc::unbounded_channel::<()>();
+        let watcher = notify::recommended_watcher(move |ev: notify::Result<notify::Event>| {
+            if ev.is_ok() {
+                let _ = tx.send(());
+            }
+        })
+        .and_then(|mut w| {
+            // The folder, not the file: editors and Kubernetes replace files rather than write them.
+            w.watch(&file.base(), notify::RecursiveMode::NonRecursive)
+                .map(|()| w)
+        });
+        let watcher = match watcher {
+            Ok(w) => Some(w),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot watch the config folder; reload with SIGHUP");
+                None
+            }
+        };
+        let hup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                tracing::warn!(error = %e, "no SIGHUP handler");
+                None
+            }
+        };
+        Triggers {
+            _watcher: watcher,
+            events,
+            hup,
+        }
+    }
+}
+
+/// Reloads whenever a trigger fires, after changes settle.
 pub async fn watch(
+    mut triggers: Triggers,
     shared: Arc<Shared>,
     file: ConfigFile,
     startup: Config,
     overrides: ServeOverrides,
 ) {
-    use notify::Watcher;
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
-    let notify_tx = tx.clone();
-    let mut watcher = match notify::recommended_watcher(move |ev: notify::Result<notify::Event>| {
-        if ev.is_ok() {
-            let _ = notify_tx.send(());
-        }
-    }) {
-        Ok(w) => Some(w),
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot watch the config folder; reload with SIGHUP");
-            None
-        }
-    };
-    if let Some(w) = watcher.as_mut() {
-        // The folder, not the file: editors and Kubernetes replace files rather than write them.
-        if let Err(e) = w.watch(&file.base(), notify::RecursiveMode::NonRecursive) {
-            tracing::warn!(error = %e, "cannot watch the config folder; reload with SIGHUP");
-        }
-    }
-    let mut hup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
-        Ok(s) => Some(s),
-        Err(e) => {
-            tracing::warn!(error = %e, "no SIGHUP handler");
-            None
-        }
-    };
+    // A change between the first read and the watcher's registration is caught here.
+    let mut pending = true;
     loop {
-        tokio::select! {
-            Some(()) = rx.recv() => {}
-            Some(()) = async { match hup.as_mut() { Some(h) => h.recv().await, None => std::future::pending().await } } => {}
+        if !pending {
+            tokio::select! {
+                Some(()) = triggers.events.recv() => {}
+                Some(()) = async { match triggers.hup.as_mut() { Some(h) => h.recv().await, None => std::future::pending().await } } => {}
+            }
         }
+        pending = false;
         // Let a burst of events (a ConfigMap swap is several) settle into one reload.
         tokio::time::sleep(Duration::from_millis(100)).await;
-        while rx.try_recv().is_ok() {}
+        while triggers.events.try_recv().is_ok() {}
         let (shared, file, startup, overrides) = (
             shared.clone(),
             file.clone(),
