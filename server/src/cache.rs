@@ -104,6 +104,8 @@ pub struct FileEntry {
     fingerprint: [Option<StatKey>; 4],
     /// Milliseconds since the cache's epoch when this entry was last known fresh.
     checked_at_ms: AtomicU64,
+    /// For a derived entry: the ETag of the version it was made from.
+    derived_from: Option<HeaderValue>,
 }
 
 impl FileEntry {
@@ -161,12 +163,15 @@ impl quick_cache::Weighter<CacheKey, Arc<FileEntry>> for EntryWeighter {
 struct CacheKey {
     root: u32,
     path: Box<str>,
+    /// 0 for the file itself; otherwise a derived form (a compressed coding).
+    derived: u8,
 }
 
 impl std::hash::Hash for CacheKey {
     fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
         self.root.hash(h);
         self.path.as_ref().hash(h);
+        self.derived.hash(h);
     }
 }
 
@@ -174,18 +179,20 @@ impl std::hash::Hash for CacheKey {
 struct KeyRef<'a> {
     root: u32,
     path: &'a str,
+    derived: u8,
 }
 
 impl std::hash::Hash for KeyRef<'_> {
     fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
         self.root.hash(h);
         self.path.hash(h);
+        self.derived.hash(h);
     }
 }
 
 impl quick_cache::Equivalent<CacheKey> for KeyRef<'_> {
     fn equivalent(&self, key: &CacheKey) -> bool {
-        self.root == key.root && self.path == &*key.path
+        self.root == key.root && self.derived == key.derived && self.path == &*key.path
     }
 }
 
@@ -235,6 +242,7 @@ impl FileCache {
         let key = KeyRef {
             root: root.id,
             path,
+            derived: 0,
         };
         if let Some(entry) = self.entries.get(&key) {
             let now = self.now_ms();
@@ -263,12 +271,69 @@ impl FileCache {
                     CacheKey {
                         root: root.id,
                         path: path.into(),
+                        derived: 0,
                     },
                     entry.clone(),
                 );
             }
         }
         Ok(found)
+    }
+
+    /// A form derived from `source` (for example a compressed coding, `tag` > 0), made by
+    /// `make` once per source version and held as its own cache entry, so it is weighed
+    /// and evicted on its own. `None` from `make` means "not worth it" and is remembered too.
+    pub fn derived(
+        &self,
+        root: &CacheRoot,
+        path: &str,
+        tag: u8,
+        source: &FileEntry,
+        make: impl FnOnce(&Variant) -> Option<(Bytes, Option<Encoding>)>,
+    ) -> Option<Arc<FileEntry>> {
+        debug_assert!(tag > 0);
+        let key = KeyRef {
+            root: root.id,
+            path,
+            derived: tag,
+        };
+        if let Some(found) = self.entries.get(&key) {
+            if found.derived_from.as_ref() == Some(&source.identity.etag) {
+                return (found.identity.len > 0).then_some(found);
+            }
+        }
+        let made = make(&source.identity);
+        let (bytes, encoding) = made.clone().unwrap_or((Bytes::new(), None));
+        let tag_text = encoding.map_or("none", |e| e.token());
+        let etag = source.identity.etag.to_str().unwrap_or("\"x\"");
+        let etag = format!("{}-c{tag_text}\"", etag.trim_end_matches('"'));
+        let entry = Arc::new(FileEntry {
+            content_type: source.content_type.clone(),
+            identity: Variant {
+                encoding,
+                len: bytes.len() as u64,
+                modified: source.identity.modified,
+                etag: HeaderValue::from_str(&etag).ok()?,
+                last_modified: source.identity.last_modified.clone(),
+                data: Data::Memory(bytes, None),
+                head_200: std::sync::OnceLock::new(),
+            },
+            encoded: Vec::new(),
+            available: Vec::new(),
+            rel: source.rel.clone(),
+            fingerprint: source.fingerprint,
+            checked_at_ms: AtomicU64::new(self.now_ms()),
+            derived_from: Some(source.identity.etag.clone()),
+        });
+        self.entries.insert(
+            CacheKey {
+                root: root.id,
+                path: path.into(),
+                derived: tag,
+            },
+            entry.clone(),
+        );
+        made.map(|_| entry)
     }
 
     fn load(&self, croot: &CacheRoot, rel: &str, trailing_slash: bool) -> io::Result<Lookup> {
@@ -380,6 +445,7 @@ impl FileCache {
             rel: rel.to_owned(),
             fingerprint,
             checked_at_ms: AtomicU64::new(self.now_ms()),
+            derived_from: None,
         })
     }
 

@@ -130,6 +130,9 @@ pub struct ServeArgs {
     /// Cache-Control value sent with files and their 304s (none by default).
     #[arg(long, env = "SKIFF_CACHE_CONTROL")]
     pub cache_control: Option<String>,
+    /// Compress text files on the fly (br, zstd, gzip), once per file version.
+    #[arg(long, env = "SKIFF_COMPRESS")]
+    pub compress: bool,
     /// Access log format on stdout.
     #[arg(long, value_enum, default_value = "combined", env = "SKIFF_ACCESS_LOG")]
     pub access_log: LogFormat,
@@ -197,6 +200,7 @@ impl ServeArgs {
                 hidden_files: self.hidden_files,
                 follow_symlinks_outside_root: self.follow_symlinks_outside_root,
                 error_pages: Default::default(),
+                compression: self.compress.then(Default::default),
                 rules: vec![],
             }],
             pools: vec![],

@@ -451,3 +451,46 @@ fn max_connections_queues_the_excess() {
     second.read_to_end(&mut out).unwrap();
     assert!(String::from_utf8_lossy(&out).starts_with("HTTP/1.1 200"));
 }
+
+#[test]
+fn on_the_fly_compression_decodes_to_the_original() {
+    let site = sample_site();
+    let css = "main { display: grid; gap: 1rem; }\n".repeat(300);
+    std::fs::write(site.path().join("site.css"), &css).unwrap();
+    let srv = Server::start(site.path(), &["--compress"]);
+    for (accept, coding) in [("br", "br"), ("gzip", "gzip"), ("zstd", "zstd")] {
+        let out = curl(&[
+            "-D",
+            "-",
+            "-o",
+            "/dev/null",
+            "-H",
+            &format!("Accept-Encoding: {accept}"),
+            &srv.url("/site.css"),
+        ]);
+        let head = String::from_utf8_lossy(&out.stdout).to_ascii_lowercase();
+        assert!(
+            head.contains(&format!("content-encoding: {coding}")),
+            "{head}"
+        );
+    }
+    // curl decodes what it negotiated: the bytes must be the file's.
+    assert_eq!(
+        curl(&["--compressed", &srv.url("/site.css")]).stdout,
+        css.as_bytes()
+    );
+    assert_eq!(
+        curl(&[
+            "--compressed",
+            "--http2-prior-knowledge",
+            &srv.url("/site.css")
+        ])
+        .stdout,
+        css.as_bytes()
+    );
+    // No Accept-Encoding: identity.
+    let (_, h, body) = curl_i(&[&srv.url("/site.css")]);
+    assert_eq!(body, css.as_bytes());
+    assert_eq!(get_header(&h, "content-encoding"), None);
+    assert_eq!(get_header(&h, "vary"), Some("Accept-Encoding"));
+}

@@ -192,9 +192,73 @@ pub struct VirtualServer {
     /// Custom error pages: a status code (400-599) mapped to a path under the root, e.g. `404: /404.html`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub error_pages: BTreeMap<u16, String>,
+    /// On-the-fly compression of cacheable files (precompressed `.br`/`.zst`/`.gz` sidecars are always preferred).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compression: Option<Compression>,
     /// Rules, evaluated in order; the first that matches handles the request. With no match, files are served from `root`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rules: Vec<Rule>,
+}
+
+/// On-the-fly compression. Each file version is compressed once per coding and kept in the
+/// I/O cache; files above the cache's `max_file_size` are sent as they are.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Compression {
+    /// Codings offered. When the client rates several equally, br is preferred, then zstd, then gzip.
+    #[serde(default = "default_codings")]
+    pub encodings: Vec<Coding>,
+    /// Bodies smaller than this many bytes are sent uncompressed.
+    #[serde(default = "default_min_size")]
+    pub min_size: u64,
+    /// Media types compressed: exact (`application/json`) or by type (`text/*`).
+    #[serde(default = "default_compressible")]
+    pub types: Vec<String>,
+}
+
+impl Default for Compression {
+    fn default() -> Self {
+        Compression {
+            encodings: default_codings(),
+            min_size: default_min_size(),
+            types: default_compressible(),
+        }
+    }
+}
+
+/// A content coding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum Coding {
+    #[serde(rename = "br")]
+    Brotli,
+    #[serde(rename = "zstd")]
+    Zstd,
+    #[serde(rename = "gzip")]
+    Gzip,
+}
+
+fn default_codings() -> Vec<Coding> {
+    vec![Coding::Brotli, Coding::Zstd, Coding::Gzip]
+}
+fn default_min_size() -> u64 {
+    1024
+}
+fn default_compressible() -> Vec<String> {
+    [
+        "text/*",
+        "application/javascript",
+        "application/json",
+        "application/manifest+json",
+        "application/ld+json",
+        "application/xml",
+        "application/xhtml+xml",
+        "application/wasm",
+        "image/svg+xml",
+        "font/ttf",
+        "font/otf",
+    ]
+    .map(String::from)
+    .to_vec()
 }
 
 fn default_index() -> Vec<String> {

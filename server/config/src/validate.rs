@@ -143,6 +143,25 @@ pub fn validate(cfg: &Config) -> Vec<Issue> {
             }
         }
         check_error_pages(&mut c, &p, &vs.error_pages);
+        if let Some(comp) = &vs.compression {
+            if comp.encodings.is_empty() {
+                c.fail(
+                    format!("{p}.compression.encodings"),
+                    "name at least one coding: br, zstd or gzip",
+                );
+            }
+            for (j, t) in comp.types.iter().enumerate() {
+                let ok = t
+                    .split_once('/')
+                    .is_some_and(|(a, b)| !a.is_empty() && !b.is_empty() && !a.contains('*'));
+                if !ok {
+                    c.fail(
+                        format!("{p}.compression.types[{j}]"),
+                        format!("{t:?} is not a media type such as text/* or application/json"),
+                    );
+                }
+            }
+        }
         for (j, rule) in vs.rules.iter().enumerate() {
             check_rule(&mut c, &format!("{p}.rules[{j}]"), rule, &pools);
         }

@@ -113,6 +113,10 @@ impl App {
                     allow_hidden: vs.hidden_files,
                     listing: vs.listing,
                     cache_control: overrides.cache_control.clone(),
+                    compression: vs
+                        .compression
+                        .as_ref()
+                        .map(|c| Arc::new(crate::static_files::CompressionPolicy::from_config(c))),
                 },
             );
             let mut rules = Vec::with_capacity(vs.rules.len());

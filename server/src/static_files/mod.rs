@@ -2,12 +2,15 @@
 //! precompressed sidecar, then applies RFC 9110 preconditions and ranges. No sockets here,
 //! so every behaviour is testable by calling `respond` directly.
 
+mod compress;
 mod listing;
+
+pub use compress::CompressionPolicy;
 
 use crate::cache::{CacheRoot, Data, FileCache, FileEntry, Hit, Lookup, Variant};
 use crate::fs::path::{clean_request_path, CleanPath, PathPolicy};
 use crate::http::conditional::{self, Outcome, Validators};
-use crate::http::encoding::negotiate;
+use crate::http::encoding::{negotiate, Encoding};
 use crate::http::range::{self, ByteRange, RangeOutcome};
 use crate::http::reply::{Body, FileSlice, Part, PrebuiltHead, Reply};
 use crate::http::request::RequestHead;
@@ -27,6 +30,8 @@ pub struct StaticOptions {
     pub listing: bool,
     /// Cache-Control sent with files and their 304s, if any.
     pub cache_control: Option<HeaderValue>,
+    /// On-the-fly compression of cacheable files, if enabled.
+    pub compression: Option<Arc<CompressionPolicy>>,
 }
 
 pub struct StaticFiles {
@@ -92,7 +97,7 @@ impl StaticFiles {
         };
         match found {
             Lookup::File(entry, hit) => {
-                let mut reply = self.file_reply(req, &entry, safe);
+                let mut reply = self.file_reply(req, path.as_str(), &entry, safe);
                 reply.cache_hit = hit == Hit::Hit;
                 reply
             }
@@ -137,18 +142,60 @@ impl StaticFiles {
         }
     }
 
-    fn file_reply(&self, req: &RequestHead<'_>, entry: &FileEntry, safe: bool) -> Reply {
-        let encoding = if entry.available.is_empty() {
+    fn file_reply(
+        &self,
+        req: &RequestHead<'_>,
+        path: &str,
+        entry: &FileEntry,
+        safe: bool,
+    ) -> Reply {
+        // Codings on offer: sidecars first, then on-the-fly ones for cacheable text.
+        let dynamic = self.options.compression.as_deref().filter(|c| {
+            matches!(entry.identity.data, Data::Memory(..))
+                && c.applies(entry.content_type.as_bytes(), entry.identity.len)
+        });
+        let mut offered = [Encoding::Gzip; 3];
+        let mut n = 0;
+        for e in entry
+            .available
+            .iter()
+            .chain(dynamic.map_or(&[][..], |c| &c.encodings[..]))
+        {
+            if !offered[..n].contains(e) && n < offered.len() {
+                offered[n] = *e;
+                n += 1;
+            }
+        }
+        let encoding = if n == 0 {
             None
         } else {
-            negotiate(req.accept_encoding, &entry.available)
+            negotiate(req.accept_encoding, &offered[..n])
         };
-        let variant = entry.variant(encoding);
+        let derived;
+        let variant = match encoding {
+            None => &entry.identity,
+            // A sidecar exists: never compress again.
+            Some(e) if entry.available.contains(&e) => entry.variant(Some(e)),
+            Some(e) => {
+                derived = self
+                    .cache
+                    .derived(&self.root, path, derived_tag(e), entry, |src| {
+                        match &src.data {
+                            Data::Memory(bytes, _) => compress::compress(e, bytes)
+                                .ok()
+                                .filter(|packed| packed.len() < bytes.len())
+                                .map(|packed| (packed, Some(e))),
+                            Data::File(_) => None,
+                        }
+                    });
+                derived.as_ref().map_or(&entry.identity, |d| &d.identity)
+            }
+        };
         let validators = Validators {
             etag: variant.etag.as_bytes(),
             last_modified: variant.modified,
         };
-        let vary = !entry.available.is_empty();
+        let vary = n > 0;
         match conditional::evaluate(&req.preconditions, &validators, safe) {
             Outcome::Proceed => {}
             Outcome::NotModified => {
@@ -274,6 +321,15 @@ impl StaticFiles {
             r.headers
                 .push((VARY, HeaderValue::from_static("Accept-Encoding")));
         }
+    }
+}
+
+/// The cache tag of an on-the-fly coding (0 is the file itself).
+fn derived_tag(e: Encoding) -> u8 {
+    match e {
+        Encoding::Brotli => 1,
+        Encoding::Zstd => 2,
+        Encoding::Gzip => 3,
     }
 }
 
