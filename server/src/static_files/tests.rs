@@ -578,5 +578,5 @@ fn sidecars_win_over_on_the_fly_compression_and_changes_recompress() {
     std::thread::sleep(Duration::from_millis(80));
     let second = s.files.respond(&with_accept("/site.css", Some("br")));
     assert_ne!(header(&first, "etag"), header(&second, "etag"));
-    assert!(second.body.len() > 0);
+    assert!(!second.body.is_empty());
 }
