@@ -201,6 +201,7 @@ impl ServeArgs {
                 follow_symlinks_outside_root: self.follow_symlinks_outside_root,
                 error_pages: Default::default(),
                 compression: self.compress.then(Default::default),
+                bandwidth: None,
                 rules: vec![],
             }],
             pools: vec![],

@@ -17,4 +17,5 @@ pub mod metrics;
 pub mod reload;
 pub mod server;
 pub mod settings;
+pub mod shaping;
 pub mod static_files;

@@ -374,3 +374,58 @@ fn check_command_accepts_good_and_rejects_bad_configs() {
         String::from_utf8_lossy(&bad.stderr)
     );
 }
+
+/// Bandwidth limits are measured by timing real transfers.
+#[test]
+fn bandwidth_limits_shape_transfers() {
+    let setup = Setup::new(
+        "virtual_servers:\n  - name: site\n    default: true\n    root: www\n    rules:\n      - match: { prefix: /slow/ }\n        action: { static: {} }\n        bandwidth: { per_connection: 65536 }\n      - match: { prefix: /shared/ }\n        action: { static: {} }\n        bandwidth: { total: 65536 }\n",
+    );
+    let www = setup.dir.path().join("www");
+    for d in ["slow", "shared", "fast"] {
+        std::fs::create_dir_all(www.join(d)).unwrap();
+    }
+    let body: Vec<u8> = (0..200 * 1024u32).map(|i| (i % 251) as u8).collect();
+    for d in ["slow", "fast"] {
+        std::fs::write(www.join(d).join("f.bin"), &body).unwrap();
+    }
+    std::fs::write(www.join("shared/a.bin"), &body[..96 * 1024]).unwrap();
+    std::fs::write(www.join("shared/b.bin"), &body[..96 * 1024]).unwrap();
+    let srv = Server::run_config(&setup.config_path());
+    let timed = |args: &[&str]| {
+        let t = std::time::Instant::now();
+        let out = curl(args);
+        (t.elapsed(), out.stdout)
+    };
+    // 200 KiB at 64 KiB/s, the first second's worth at once: about 2.1 s.
+    let (t, got) = timed(&[&srv.url("/slow/f.bin")]);
+    assert_eq!(got, body);
+    assert!(
+        t >= std::time::Duration::from_millis(1600) && t < std::time::Duration::from_secs(8),
+        "HTTP/1.1 took {t:?}"
+    );
+    let (t, got) = timed(&["--http2-prior-knowledge", &srv.url("/slow/f.bin")]);
+    assert_eq!(got, body);
+    assert!(
+        t >= std::time::Duration::from_millis(1600),
+        "h2c took {t:?}"
+    );
+    let (t, _) = timed(&[&srv.url("/fast/f.bin")]);
+    assert!(
+        t < std::time::Duration::from_millis(1000),
+        "unlimited took {t:?}"
+    );
+    // Two 96 KiB downloads sharing 64 KiB/s: 192 KiB, 64 KiB free, so about 2 s for both.
+    let start = std::time::Instant::now();
+    let a = std::thread::spawn({
+        let url = srv.url("/shared/a.bin");
+        move || curl(&[&url]).stdout.len()
+    });
+    let b = curl(&[&srv.url("/shared/b.bin")]).stdout.len();
+    assert_eq!((a.join().unwrap(), b), (96 * 1024, 96 * 1024));
+    let t = start.elapsed();
+    assert!(
+        t >= std::time::Duration::from_millis(1500),
+        "the shared limit took {t:?}"
+    );
+}

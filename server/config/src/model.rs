@@ -192,6 +192,9 @@ pub struct VirtualServer {
     /// Custom error pages: a status code (400-599) mapped to a path under the root, e.g. `404: /404.html`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub error_pages: BTreeMap<u16, String>,
+    /// Bandwidth limits for every response of this virtual server (`total` is shared by all of them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bandwidth: Option<Bandwidth>,
     /// On-the-fly compression of cacheable files (precompressed `.br`/`.zst`/`.gz` sidecars are always preferred).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compression: Option<Compression>,
@@ -298,6 +301,21 @@ pub struct Rule {
     /// Per-client-address request rate limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_limit: Option<RateLimit>,
+    /// Bandwidth limits for responses of this rule (`total` is shared by all of them; `per_connection` overrides the virtual server's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bandwidth: Option<Bandwidth>,
+}
+
+/// Traffic shaping, in bytes per second.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Bandwidth {
+    /// Each response body is sent at most this fast.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_connection: Option<u64>,
+    /// All responses together are sent at most this fast (with a one-second burst).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total: Option<u64>,
 }
 
 /// Request conditions. All given conditions must hold.

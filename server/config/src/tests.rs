@@ -18,7 +18,7 @@ fn minimal(extra: &str) -> String {
 fn the_full_example_parses_with_defaults_filled_in() {
     let cfg = parse_yaml(FULL).unwrap();
     assert_eq!(cfg.virtual_servers.len(), 2);
-    assert_eq!(cfg.virtual_servers[0].rules.len(), 7);
+    assert_eq!(cfg.virtual_servers[0].rules.len(), 8);
     assert_eq!(
         cfg.virtual_servers[1].index,
         vec!["index.html", "index.htm"]

@@ -143,6 +143,9 @@ pub fn validate(cfg: &Config) -> Vec<Issue> {
             }
         }
         check_error_pages(&mut c, &p, &vs.error_pages);
+        if let Some(bw) = &vs.bandwidth {
+            check_bandwidth(&mut c, &format!("{p}.bandwidth"), bw);
+        }
         if let Some(comp) = &vs.compression {
             if comp.encodings.is_empty() {
                 c.fail(
@@ -422,6 +425,9 @@ fn check_rule(c: &mut Checker, p: &str, rule: &Rule, pools: &HashMap<&str, PoolP
             );
         }
     }
+    if let Some(bw) = &rule.bandwidth {
+        check_bandwidth(c, &format!("{p}.bandwidth"), bw);
+    }
     if let Some(rl) = &rule.rate_limit {
         if !(rl.requests_per_second.is_finite() && rl.requests_per_second > 0.0) {
             c.fail(
@@ -431,6 +437,20 @@ fn check_rule(c: &mut Checker, p: &str, rule: &Rule, pools: &HashMap<&str, PoolP
         }
         if rl.burst == 0 {
             c.fail(format!("{p}.rate_limit.burst"), "must be at least 1");
+        }
+    }
+}
+
+fn check_bandwidth(c: &mut Checker, p: &str, bw: &Bandwidth) {
+    if bw.per_connection.is_none() && bw.total.is_none() {
+        c.fail(p, "set per_connection, total, or both (bytes per second)");
+    }
+    for (field, v) in [("per_connection", bw.per_connection), ("total", bw.total)] {
+        if v.is_some_and(|v| v < 1024) {
+            c.fail(
+                format!("{p}.{field}"),
+                "must be at least 1024 bytes per second",
+            );
         }
     }
 }

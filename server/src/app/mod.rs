@@ -32,14 +32,37 @@ pub struct App {
     trusted_proxies: Vec<IpNet>,
 }
 
+/// Bandwidth limits at one level (virtual server or rule).
+#[derive(Default)]
+struct Limits {
+    per_connection: Option<u64>,
+    total: Option<Arc<crate::shaping::TokenBucket>>,
+}
+
+impl Limits {
+    fn from_config(b: Option<&skiff_config::Bandwidth>) -> Limits {
+        b.map_or_else(Limits::default, |b| Limits {
+            per_connection: b.per_connection,
+            total: b
+                .total
+                .map(|t| Arc::new(crate::shaping::TokenBucket::new(t))),
+        })
+    }
+    fn is_empty(&self) -> bool {
+        self.per_connection.is_none() && self.total.is_none()
+    }
+}
+
 struct VirtualHost {
     name: &'static str,
+    bandwidth: Limits,
     statics: StaticFiles,
     rules: Vec<Rule>,
     error_pages: HashMap<u16, String>,
 }
 
 struct Rule {
+    bandwidth: Limits,
     conditions: Conditions,
     action: Action,
     access: Option<AccessList>,
@@ -139,6 +162,7 @@ impl App {
             }
             vhosts.push(VirtualHost {
                 name: intern(&vs.name),
+                bandwidth: Limits::from_config(vs.bandwidth.as_ref()),
                 statics,
                 rules,
                 error_pages: vs
@@ -206,14 +230,18 @@ impl App {
             if let Some(caps) = rule.conditions.matches(req, path.as_str()) {
                 let reply = self.apply(vh, rule, req, &path, caps.as_ref());
                 return Routed {
-                    reply: self.error_page(vh, req, reply),
+                    reply: throttled(
+                        self.error_page(vh, req, reply),
+                        &vh.bandwidth,
+                        Some(&rule.bandwidth),
+                    ),
                     vhost: vh.name,
                 };
             }
         }
         let reply = vh.statics.respond_clean(req, &path);
         Routed {
-            reply: self.error_page(vh, req, reply),
+            reply: throttled(self.error_page(vh, req, reply), &vh.bandwidth, None),
             vhost: vh.name,
         }
     }
@@ -335,6 +363,25 @@ impl App {
         out.body = body;
         out
     }
+}
+
+/// Attaches the bandwidth limits that apply: the rule's per-connection rate overrides the
+/// virtual server's, and both levels' shared buckets count.
+fn throttled(mut reply: Reply, vhost: &Limits, rule: Option<&Limits>) -> Reply {
+    let rule_empty = rule.is_none_or(Limits::is_empty);
+    if (vhost.is_empty() && rule_empty) || reply.body.is_empty() {
+        return reply;
+    }
+    let per_connection = rule.and_then(|r| r.per_connection).or(vhost.per_connection);
+    let buckets = [vhost.total.clone(), rule.and_then(|r| r.total.clone())]
+        .into_iter()
+        .flatten()
+        .collect();
+    reply.throttle = Some(Arc::new(crate::shaping::Throttle {
+        per_connection,
+        buckets,
+    }));
+    reply
 }
 
 /// Lower-cases and strips the port and a trailing dot: `Example.COM.:8080` -> `example.com`.
@@ -501,6 +548,7 @@ fn compile_rule(r: &skiff_config::Rule, at: &str, base: &Path) -> Result<Rule, S
         }
     });
     Ok(Rule {
+        bandwidth: Limits::from_config(r.bandwidth.as_ref()),
         conditions,
         action,
         access,

@@ -100,6 +100,8 @@ pub struct Reply {
     pub body: Body,
     /// Whether the cache served this reply without touching the file system.
     pub cache_hit: bool,
+    /// Bandwidth limits for the body, if any apply.
+    pub throttle: Option<Arc<crate::shaping::Throttle>>,
 }
 
 impl Reply {
@@ -110,6 +112,7 @@ impl Reply {
             headers: Vec::new(),
             body: Body::Empty,
             cache_hit: false,
+            throttle: None,
         }
     }
 
@@ -134,6 +137,7 @@ impl Reply {
             )],
             body: Body::Bytes(Bytes::from(body)),
             cache_hit: false,
+            throttle: None,
         }
     }
 

@@ -5,8 +5,10 @@
 //! an error: the client sees a short body, never someone else's bytes.
 
 use crate::http::reply::{Body, FileSlice, Part};
+use crate::shaping::{Pacer, Throttle};
 use bytes::Bytes;
 use std::collections::VecDeque;
+use std::future::Future;
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::pin::Pin;
@@ -123,6 +125,10 @@ pub struct ReplyBody {
     parts: VecDeque<Part>,
     remaining: u64,
     chunk_size: usize,
+    /// Bandwidth limits: the pacer, and a chunk already charged that waits for `sleep`.
+    pacer: Option<Pacer>,
+    sleep: Option<Pin<Box<tokio::time::Sleep>>>,
+    ready: Option<Bytes>,
 }
 
 impl ReplyBody {
@@ -139,7 +145,33 @@ impl ReplyBody {
             parts,
             remaining,
             chunk_size: chunk_size.max(4096),
+            pacer: None,
+            sleep: None,
+            ready: None,
         }
+    }
+
+    /// Paces this body under `throttle`.
+    pub fn throttled(mut self, throttle: std::sync::Arc<Throttle>) -> ReplyBody {
+        let pacer = Pacer::new(throttle);
+        self.chunk_size = pacer.chunk_size();
+        // Memory parts are cut to the pacing chunk too.
+        let parts: Vec<Part> = self.parts.drain(..).collect();
+        for p in parts {
+            match p {
+                Part::Bytes(b) if b.len() > self.chunk_size => {
+                    let mut off = 0;
+                    while off < b.len() {
+                        let end = (off + self.chunk_size).min(b.len());
+                        self.parts.push_back(Part::Bytes(b.slice(off..end)));
+                        off = end;
+                    }
+                }
+                other => self.parts.push_back(other),
+            }
+        }
+        self.pacer = Some(pacer);
+        self
     }
     pub fn empty() -> ReplyBody {
         ReplyBody::new(Body::Empty, 4096)
@@ -152,8 +184,18 @@ impl http_body::Body for ReplyBody {
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
-        _cx: &mut Context<'_>,
+        cx: &mut Context<'_>,
     ) -> Poll<Option<Result<http_body::Frame<Bytes>, io::Error>>> {
+        if let Some(sleep) = self.sleep.as_mut() {
+            if sleep.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+            self.sleep = None;
+        }
+        if let Some(data) = self.ready.take() {
+            self.remaining -= data.len() as u64;
+            return Poll::Ready(Some(Ok(http_body::Frame::data(data))));
+        }
         // Reads are from the page cache in the common case and run inline, as nginx and
         // lighttpd do without aio; a body never blocks on the network here.
         let chunk_size = self.chunk_size;
@@ -182,6 +224,17 @@ impl http_body::Body for ReplyBody {
                 Bytes::from(buf)
             }
         };
+        if let Some(pacer) = self.pacer.as_mut() {
+            let wait = pacer.before_chunk(data.len() as u64);
+            if !wait.is_zero() {
+                let mut sleep = Box::pin(tokio::time::sleep(wait));
+                if sleep.as_mut().poll(cx).is_pending() {
+                    self.sleep = Some(sleep);
+                    self.ready = Some(data);
+                    return Poll::Pending;
+                }
+            }
+        }
         self.remaining -= data.len() as u64;
         Poll::Ready(Some(Ok(http_body::Frame::data(data))))
     }
@@ -193,4 +246,62 @@ impl http_body::Body for ReplyBody {
     fn size_hint(&self) -> http_body::SizeHint {
         http_body::SizeHint::with_exact(self.remaining)
     }
+}
+
+/// Writes a body under bandwidth limits: chunks of about 1/20 s, each after the wait the
+/// pacer asks for. File parts are read with pread (sendfile cannot be paced).
+pub async fn send_paced(
+    stream: &TcpStream,
+    parts: &[Part],
+    throttle: std::sync::Arc<Throttle>,
+) -> io::Result<()> {
+    let mut pacer = Pacer::new(throttle);
+    let chunk = pacer.chunk_size();
+    let mut buf = Vec::new();
+    for part in parts {
+        match part {
+            Part::Bytes(b) => {
+                for piece in b.chunks(chunk) {
+                    pace(&mut pacer, piece.len()).await;
+                    write_all(stream, piece).await?;
+                }
+            }
+            Part::File(f) => {
+                buf.resize(chunk, 0);
+                let mut off = f.offset;
+                let end = f.offset + f.len;
+                while off < end {
+                    let want = ((end - off) as usize).min(chunk);
+                    let n = f.file.read_at(&mut buf[..want], off)?;
+                    if n == 0 {
+                        return Err(truncated());
+                    }
+                    pace(&mut pacer, n).await;
+                    write_all(stream, &buf[..n]).await?;
+                    off += n as u64;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn pace(pacer: &mut Pacer, n: usize) {
+    let wait = pacer.before_chunk(n as u64);
+    if !wait.is_zero() {
+        tokio::time::sleep(wait).await;
+    }
+}
+
+async fn write_all(stream: &TcpStream, mut data: &[u8]) -> io::Result<()> {
+    while !data.is_empty() {
+        match stream.try_io(Interest::WRITABLE, || {
+            rustix::io::write(stream, data).map_err(io::Error::from)
+        }) {
+            Ok(n) => data = &data[n..],
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => stream.writable().await?,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }

@@ -41,6 +41,8 @@ enum Seg {
     Head(usize, usize),
     Mem(Bytes),
     File(crate::http::reply::FileSlice),
+    /// A body under bandwidth limits, written in timed chunks (never with sendfile).
+    Paced(Box<(Vec<Part>, Arc<crate::shaping::Throttle>)>),
 }
 
 /// Metrics for a response, recorded once its bytes are with the kernel.
@@ -416,6 +418,12 @@ impl Conn<'_> {
         let mut i = 0;
         let mut skip = 0usize; // bytes of segs[i] already written
         while i < segs.len() {
+            if let Seg::Paced(paced) = &segs[i] {
+                let (parts, throttle) = &**paced;
+                super::body::send_paced(&self.stream, parts, throttle.clone()).await?;
+                i += 1;
+                continue;
+            }
             if let Seg::File(f) = &segs[i] {
                 let settings = &self.shared.settings;
                 let policy = FileSendPolicy {
@@ -441,7 +449,7 @@ impl Conn<'_> {
                 let slice: &[u8] = match &segs[j] {
                     Seg::Head(a, b) => &head[*a..*b],
                     Seg::Mem(b) => b,
-                    Seg::File(_) => {
+                    Seg::File(_) | Seg::Paced(_) => {
                         more_follows = true;
                         break;
                     }
@@ -466,7 +474,10 @@ impl Conn<'_> {
                 }
             }
             // Skip empty memory segments (e.g. an empty body).
-            while i < segs.len() && !matches!(segs[i], Seg::File(_)) && seg_len(&segs[i]) == skip {
+            while i < segs.len()
+                && !matches!(segs[i], Seg::File(_) | Seg::Paced(_))
+                && seg_len(&segs[i]) == skip
+            {
                 i += 1;
                 skip = 0;
             }
@@ -556,6 +567,17 @@ impl Output {
         if !with_body || head_only {
             return;
         }
+        if let Some(throttle) = reply.throttle {
+            let parts = match reply.body {
+                Body::Empty => vec![],
+                Body::Bytes(b) | Body::Mirrored(b, _) => vec![Part::Bytes(b)],
+                Body::File(f) => vec![Part::File(f)],
+                Body::Parts(p) => p,
+            };
+            self.queued_bytes += MAX_QUEUED_BYTES; // flush right after: it takes a while
+            self.segs.push(Seg::Paced(Box::new((parts, throttle))));
+            return;
+        }
         let mut push = |seg: Seg, n: u64| {
             self.queued_bytes += n as usize;
             self.segs.push(seg);
@@ -601,6 +623,7 @@ fn seg_len(seg: &Seg) -> usize {
         Seg::Head(a, b) => b - a,
         Seg::Mem(b) => b.len(),
         Seg::File(f) => f.len as usize,
+        Seg::Paced(_) => 0,
     }
 }
 

@@ -152,7 +152,11 @@ fn into_response(reply: Reply, head_only: bool, chunk: usize) -> Response<ReplyB
     let body = if head_only || !has_body {
         ReplyBody::empty()
     } else {
-        ReplyBody::new(reply.body, chunk)
+        let body = ReplyBody::new(reply.body, chunk);
+        match reply.throttle {
+            Some(t) => body.throttled(t),
+            None => body,
+        }
     };
     let mut resp = Response::new(body);
     *resp.status_mut() = reply.status;
