@@ -25,17 +25,42 @@ pub struct LogRecord<'a> {
     pub duration_us: u64,
 }
 
+/// Where log lines go. Each worker writes whole buffers with one write(2); a file is opened
+/// with O_APPEND, so writes from several workers never interleave within a line.
+#[derive(Clone, Debug, Default)]
+pub enum Destination {
+    #[default]
+    Stdout,
+    File(std::sync::Arc<std::fs::File>),
+}
+
+impl Destination {
+    pub fn open(path: Option<&str>) -> std::io::Result<Destination> {
+        match path {
+            None => Ok(Destination::Stdout),
+            Some(p) => Ok(Destination::File(std::sync::Arc::new(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(p)?,
+            ))),
+        }
+    }
+}
+
 pub struct AccessLog {
     format: LogFormat,
+    destination: Destination,
     buf: Vec<u8>,
 }
 
 const FLUSH_AT: usize = 32 * 1024;
 
 impl AccessLog {
-    pub fn new(format: LogFormat) -> AccessLog {
+    pub fn new(format: LogFormat, destination: Destination) -> AccessLog {
         AccessLog {
             format,
+            destination,
             buf: Vec::new(),
         }
     }
@@ -64,8 +89,11 @@ impl AccessLog {
         if self.buf.is_empty() {
             return;
         }
-        // A failed write (closed stdout) drops the lines rather than stalling serving.
-        let _ = std::io::stdout().lock().write_all(&self.buf);
+        // A failed write (closed stdout, full disk) drops the lines rather than stalling serving.
+        let _ = match &self.destination {
+            Destination::Stdout => std::io::stdout().lock().write_all(&self.buf),
+            Destination::File(f) => (&**f).write_all(&self.buf),
+        };
         self.buf.clear();
     }
 }

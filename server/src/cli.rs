@@ -136,6 +136,9 @@ pub struct ServeArgs {
     /// Access log format on stdout.
     #[arg(long, value_enum, default_value = "combined", env = "SKIFF_ACCESS_LOG")]
     pub access_log: LogFormat,
+    /// Append the access log to this file instead of stdout.
+    #[arg(long, env = "SKIFF_ACCESS_LOG_FILE")]
+    pub access_log_file: Option<String>,
     /// Largest request head in bytes (431 beyond).
     #[arg(long, default_value_t = 16 * 1024, env = "SKIFF_MAX_HEADER_BYTES")]
     pub max_header_bytes: usize,
@@ -187,6 +190,7 @@ impl ServeArgs {
                     LogFormat::Json => skiff_config::AccessLogFormat::Json,
                     LogFormat::Off => skiff_config::AccessLogFormat::Off,
                 },
+                path: self.access_log_file.clone(),
             },
             trusted_proxies: vec![],
             unknown_host: Default::default(),
@@ -241,6 +245,10 @@ fn settings_for(cfg: &Config, t: &TuningArgs) -> Result<Settings, String> {
             skiff_config::AccessLogFormat::Json => LogFormat::Json,
             skiff_config::AccessLogFormat::Off => LogFormat::Off,
         },
+        access_log_destination: crate::access_log::Destination::open(
+            cfg.access_log.path.as_deref(),
+        )
+        .map_err(|e| format!("access_log.path: {e}"))?,
         sendfile_min_bytes: t.sendfile_min_bytes,
         sendfile_max_bytes: t.sendfile_max_bytes,
         sendfile_chunk_bytes: t.sendfile_chunk_bytes.max(64 * 1024),

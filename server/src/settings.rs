@@ -28,6 +28,7 @@ pub struct Settings {
     pub cache: CacheSettings,
     pub limits: Limits,
     pub access_log: LogFormat,
+    pub access_log_destination: crate::access_log::Destination,
     /// Bodies of at least this many bytes go out with sendfile(2) on plaintext HTTP/1.1;
     /// smaller ones from memory or with pread(2)+write. Chosen by measurement (BENCHMARKS.md).
     pub sendfile_min_bytes: u64,

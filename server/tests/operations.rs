@@ -317,3 +317,25 @@ fn graceful_shutdown_finishes_in_flight_responses() {
     // 4. the process exits cleanly.
     assert_eq!(srv.wait_exit(Duration::from_secs(10)), Some(0));
 }
+
+#[test]
+fn access_log_can_go_to_a_file() {
+    let site = sample_site();
+    let logs = tempfile::tempdir().unwrap();
+    let path = logs.path().join("access.log");
+    let srv = Server::start(site.path(), &["--access-log-file", path.to_str().unwrap()]);
+    curl(&[&srv.url("/a.txt")]);
+    curl(&[&srv.url("/nope")]);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut text = String::new();
+    while Instant::now() < deadline {
+        text = std::fs::read_to_string(&path).unwrap_or_default();
+        if text.lines().count() >= 2 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(text.contains("\"GET /a.txt HTTP/1.1\" 200 36"), "{text}");
+    assert!(text.contains("\"GET /nope HTTP/1.1\" 404"), "{text}");
+    assert_eq!(srv.access_log(), "", "nothing on stdout");
+}

@@ -140,6 +140,9 @@ pub struct AccessLogConfig {
     /// `combined` (Apache combined, the default), `json`, or `off`.
     #[serde(default)]
     pub format: AccessLogFormat,
+    /// A file to append to instead of stdout (opened at start; rotate with copytruncate).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
 }
 
 /// Access log line format.

@@ -104,7 +104,10 @@ fn worker_main(listener: std::net::TcpListener, shared: Arc<Shared>) {
     WORKER.with(|w| {
         *w.borrow_mut() = Some(WorkerState {
             metrics: WorkerMetrics::new(shared.metrics.clone()),
-            log: AccessLog::new(shared.settings.access_log),
+            log: AccessLog::new(
+                shared.settings.access_log,
+                shared.settings.access_log_destination.clone(),
+            ),
         })
     });
     rt.block_on(async {
