@@ -19,3 +19,4 @@ pub mod server;
 pub mod settings;
 pub mod shaping;
 pub mod static_files;
+pub mod upstream;
