@@ -25,6 +25,23 @@ pub struct VhostLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PoolLabels {
+    pub pool: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PoolCodeLabels {
+    pub pool: &'static str,
+    pub code: u16,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PoolReasonLabels {
+    pub pool: &'static str,
+    pub reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResultLabels {
     pub result: &'static str,
 }
@@ -53,6 +70,10 @@ pub struct Metrics {
     pub config_last_success: Gauge<f64, std::sync::atomic::AtomicU64>,
     /// 1 for the hash of the configuration being served (one series at a time).
     pub config_info: Family<HashLabels, Gauge>,
+    pub upstream_requests: Family<PoolCodeLabels, Counter>,
+    pub upstream_duration: Family<PoolLabels, Histogram, fn() -> Histogram>,
+    pub upstream_active: Family<PoolLabels, Gauge>,
+    pub upstream_failures: Family<PoolReasonLabels, Counter>,
 }
 
 /// Bounded method label.
@@ -137,6 +158,31 @@ impl Metrics {
             "The configuration being served, by hash",
             config_info.clone(),
         );
+        let upstream_requests = Family::<PoolCodeLabels, Counter>::default();
+        registry.register(
+            "upstream_requests",
+            "Requests answered by backend pools, by status",
+            upstream_requests.clone(),
+        );
+        let upstream_duration =
+            Family::new_with_constructor(duration_histogram as fn() -> Histogram);
+        registry.register(
+            "upstream_duration_seconds",
+            "Time from sending a request to a pool until its response head",
+            upstream_duration.clone(),
+        );
+        let upstream_active = Family::<PoolLabels, Gauge>::default();
+        registry.register(
+            "upstream_active_requests",
+            "Requests in flight to each pool",
+            upstream_active.clone(),
+        );
+        let upstream_failures = Family::<PoolReasonLabels, Counter>::default();
+        registry.register(
+            "upstream_failures",
+            "Backend failures by reason: connect, timeout, protocol, io, queue_full, body_too_large",
+            upstream_failures.clone(),
+        );
         registry.register(
             "build",
             "Build information",
@@ -157,6 +203,10 @@ impl Metrics {
             config_reloads,
             config_last_success,
             config_info,
+            upstream_requests,
+            upstream_duration,
+            upstream_active,
+            upstream_failures,
         })
     }
 
@@ -172,6 +222,21 @@ impl Metrics {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0.0, |d| d.as_secs_f64());
         self.config_last_success.set(now);
+    }
+
+    pub fn upstream_failure(&self, pool: &'static str, reason: &'static str) {
+        self.upstream_failures
+            .get_or_create(&PoolReasonLabels { pool, reason })
+            .inc();
+    }
+
+    pub fn upstream_done(&self, pool: &'static str, code: u16, seconds: f64) {
+        self.upstream_requests
+            .get_or_create(&PoolCodeLabels { pool, code })
+            .inc();
+        self.upstream_duration
+            .get_or_create(&PoolLabels { pool })
+            .observe(seconds);
     }
 
     /// The text exposition.

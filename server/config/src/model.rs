@@ -388,13 +388,13 @@ pub enum Action {
         status: u16,
     },
     /// Send to an HTTP backend pool.
-    Proxy(PoolRef),
+    Proxy(ProxyTarget),
     /// Send to a FastCGI backend pool (PHP-FPM).
-    Fastcgi(PoolRef),
+    Fastcgi(CgiTarget),
     /// Send to a uWSGI backend pool.
-    Uwsgi(PoolRef),
+    Uwsgi(CgiTarget),
     /// Send to an SCGI backend pool.
-    Scgi(PoolRef),
+    Scgi(CgiTarget),
 }
 
 fn default_redirect_status() -> u16 {
@@ -407,12 +407,42 @@ fn default_return_type() -> String {
     "text/plain; charset=utf-8".into()
 }
 
-/// A reference to a backend pool.
+/// An HTTP backend.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct PoolRef {
+pub struct ProxyTarget {
+    /// The name of an `http` pool in `pools`.
+    pub pool: String,
+    /// The Host header sent to the backend; by default the client's is passed on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+}
+
+/// A FastCGI, uwsgi or SCGI backend, and how the CGI environment is built for it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CgiTarget {
     /// The name of a pool in `pools`, of the matching protocol.
     pub pool: String,
+    /// DOCUMENT_ROOT as the backend sees it (its container may mount the code elsewhere). Default: the virtual server's root.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub document_root: Option<String>,
+    /// Script for paths ending in `/` (FastCGI), e.g. `index.php`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index: Option<String>,
+    /// Split `/app.php/extra` into SCRIPT_NAME `/app.php` and PATH_INFO `/extra` at the first `.php` (FastCGI; PHP-style).
+    #[serde(default = "default_true", skip_serializing_if = "is_true")]
+    pub split_path_info: bool,
+    /// Extra parameters, added to or overriding the CGI ones.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub params: BTreeMap<String, String>,
+}
+
+fn default_true() -> bool {
+    true
+}
+fn is_true(b: &bool) -> bool {
+    *b
 }
 
 /// Response header changes, applied in the order remove, set, add.
@@ -527,8 +557,68 @@ pub struct Pool {
     pub name: String,
     /// The wire protocol: `http`, `fastcgi`, `uwsgi` or `scgi`.
     pub protocol: PoolProtocol,
-    /// Endpoints: `host:port`, or `unix:/path/to.sock`.
+    /// Endpoints: `host:port` (a host name is resolved again on every connection, so a headless Service's pods are followed without a reload), or `unix:/path/to.sock`.
     pub endpoints: Vec<String>,
+    /// How an endpoint is chosen.
+    #[serde(default)]
+    pub balance: Balance,
+    /// Failures within `fail_timeout` that take an endpoint out of rotation for `fail_timeout`.
+    #[serde(default = "default_max_fails")]
+    pub max_fails: u32,
+    /// See `max_fails`.
+    #[serde(default = "default_fail_timeout", with = "humantime_serde")]
+    #[schemars(with = "String")]
+    pub fail_timeout: Duration,
+    /// Time to establish a connection.
+    #[serde(default = "default_connect_timeout", with = "humantime_serde")]
+    #[schemars(with = "String")]
+    pub connect_timeout: Duration,
+    /// Time to wait for the response head, and between body reads.
+    #[serde(default = "default_read_timeout", with = "humantime_serde")]
+    #[schemars(with = "String")]
+    pub read_timeout: Duration,
+    /// Time allowed to send the request to the backend.
+    #[serde(default = "default_read_timeout", with = "humantime_serde")]
+    #[schemars(with = "String")]
+    pub send_timeout: Duration,
+    /// Largest request body in bytes; 413 beyond.
+    #[serde(default = "default_max_body_size")]
+    pub max_body_size: u64,
+    /// Requests in flight to this pool at most; beyond, 503 at once.
+    #[serde(default = "default_max_active")]
+    pub max_active_requests: usize,
+}
+
+/// Endpoint choice.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Balance {
+    /// Each endpoint in turn.
+    #[default]
+    RoundRobin,
+    /// The endpoint with the fewest requests in flight.
+    LeastConn,
+    /// The same client address to the same endpoint.
+    IpHash,
+}
+
+fn default_max_fails() -> u32 {
+    1
+}
+fn default_fail_timeout() -> Duration {
+    Duration::from_secs(10)
+}
+fn default_connect_timeout() -> Duration {
+    Duration::from_secs(5)
+}
+fn default_read_timeout() -> Duration {
+    Duration::from_secs(60)
+}
+fn default_max_body_size() -> u64 {
+    16 * 1024 * 1024
+}
+fn default_max_active() -> usize {
+    1024
 }
 
 /// Backend wire protocols.

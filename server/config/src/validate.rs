@@ -70,6 +70,12 @@ pub fn validate(cfg: &Config) -> Vec<Issue> {
                 format!("pool name {:?} is used twice", pool.name),
             );
         }
+        if pool.max_fails == 0 {
+            c.fail(format!("{p}.max_fails"), "must be at least 1");
+        }
+        if pool.max_active_requests == 0 {
+            c.fail(format!("{p}.max_active_requests"), "must be at least 1");
+        }
         if pool.endpoints.is_empty() {
             c.fail(
                 format!("{p}.endpoints"),
@@ -343,6 +349,35 @@ fn check_rule(c: &mut Checker, p: &str, rule: &Rule, pools: &HashMap<&str, PoolP
         ),
     }
 
+    match &rule.action {
+        Action::Fastcgi(t) | Action::Uwsgi(t) | Action::Scgi(t) => {
+            if t.index
+                .as_ref()
+                .is_some_and(|i| i.is_empty() || i.contains('/'))
+            {
+                c.fail(
+                    format!("{p}.action.index"),
+                    "must be a plain file name such as index.php",
+                );
+            }
+            for name in t.params.keys() {
+                if name.is_empty() || name.bytes().any(|b| b == 0 || b == b'=') {
+                    c.fail(
+                        format!("{p}.action.params"),
+                        format!("{name:?} is not a parameter name"),
+                    );
+                }
+            }
+        }
+        Action::Proxy(t)
+            if t.host
+                .as_ref()
+                .is_some_and(|h| header_value_invalid(h) || h.is_empty()) =>
+        {
+            c.fail(format!("{p}.action.proxy.host"), "not a valid Host value");
+        }
+        _ => {}
+    }
     if let Some(h) = &rule.headers {
         for (i, name) in h.remove.iter().enumerate() {
             if header_name_invalid(name) {

@@ -55,6 +55,9 @@ impl Limits {
 
 struct VirtualHost {
     name: &'static str,
+    /// The root as configured (after joining with the config folder), the default
+    /// DOCUMENT_ROOT for CGI backends.
+    root_text: String,
     bandwidth: Limits,
     statics: StaticFiles,
     rules: Vec<Rule>,
@@ -73,10 +76,19 @@ struct Rule {
     cache: Option<CachePolicy>,
 }
 
-/// A reply and the virtual server that made it (for metrics).
+/// A reply and the virtual server that made it (for metrics). When a rule sends the
+/// request to a pool, `upstream` says where, and the reply is only a placeholder.
 pub struct Routed {
     pub reply: Reply,
     pub vhost: &'static str,
+    pub upstream: Option<crate::upstream::handler::Call>,
+}
+
+/// What a matched rule decided.
+enum Applied {
+    Reply(Reply),
+    /// Every check passed and the rule's pool answers.
+    Upstream(Arc<crate::upstream::handler::Upstream>),
 }
 
 /// Virtual server names become metric label values; each distinct name is interned once,
@@ -115,6 +127,16 @@ impl App {
         let parse_nets = |list: &[String]| -> Result<Vec<IpNet>, String> {
             list.iter().map(|c| skiff_config::parse_cidr(c)).collect()
         };
+        let pools: HashMap<&str, Arc<crate::upstream::pool::Pool>> = cfg
+            .pools
+            .iter()
+            .map(|p| {
+                (
+                    p.name.as_str(),
+                    Arc::new(crate::upstream::pool::Pool::from_config(p, intern(&p.name))),
+                )
+            })
+            .collect();
         let mut vhosts = Vec::with_capacity(cfg.virtual_servers.len());
         let mut exact = HashMap::new();
         let mut wildcards = Vec::new();
@@ -145,7 +167,7 @@ impl App {
             let mut rules = Vec::with_capacity(vs.rules.len());
             for (j, r) in vs.rules.iter().enumerate() {
                 let at = format!("virtual_servers[{i}].rules[{j}]");
-                rules.push(compile_rule(r, &at, base)?);
+                rules.push(compile_rule(r, &at, base, &pools)?);
             }
             for h in &vs.hosts {
                 match HostPattern::parse(h)
@@ -162,6 +184,7 @@ impl App {
             }
             vhosts.push(VirtualHost {
                 name: intern(&vs.name),
+                root_text: root_path.to_string_lossy().into_owned(),
                 bandwidth: Limits::from_config(vs.bandwidth.as_ref()),
                 statics,
                 rules,
@@ -215,6 +238,7 @@ impl App {
             return Routed {
                 reply: Reply::error(status),
                 vhost: "unknown",
+                upstream: None,
             };
         };
         let path = match clean_path_or_reply(req.path, vh.statics.path_policy()) {
@@ -223,12 +247,26 @@ impl App {
                 return Routed {
                     reply: self.error_page(vh, req, reply),
                     vhost: vh.name,
+                    upstream: None,
                 }
             }
         };
         for rule in &vh.rules {
             if let Some(caps) = rule.conditions.matches(req, path.as_str()) {
-                let reply = self.apply(vh, rule, req, &path, caps.as_ref());
+                let reply = match self.apply(vh, rule, req, &path, caps.as_ref()) {
+                    Applied::Reply(r) => r,
+                    Applied::Upstream(up) => {
+                        return Routed {
+                            reply: Reply::new(StatusCode::OK),
+                            vhost: vh.name,
+                            upstream: Some(crate::upstream::handler::Call {
+                                upstream: up,
+                                path: path.as_str().to_owned(),
+                                root: vh.root_text.clone(),
+                            }),
+                        }
+                    }
+                };
                 return Routed {
                     reply: throttled(
                         self.error_page(vh, req, reply),
@@ -236,6 +274,7 @@ impl App {
                         Some(&rule.bandwidth),
                     ),
                     vhost: vh.name,
+                    upstream: None,
                 };
             }
         }
@@ -243,6 +282,7 @@ impl App {
         Routed {
             reply: throttled(self.error_page(vh, req, reply), &vh.bandwidth, None),
             vhost: vh.name,
+            upstream: None,
         }
     }
 
@@ -253,30 +293,34 @@ impl App {
         req: &RequestHead<'_>,
         path: &crate::fs::path::CleanPath<'_>,
         caps: Option<&regex::Captures<'_>>,
-    ) -> Reply {
+    ) -> Applied {
         if rule.access.is_some() || rule.rate_limit.is_some() {
             let ip = modifiers::client_ip(req, &self.trusted_proxies);
             if let Some(acl) = &rule.access {
                 if !acl.permits(ip) {
-                    return Reply::error(acl.status);
+                    return Applied::Reply(Reply::error(acl.status));
                 }
             }
             if let (Some(rl), Some(ip)) = (&rule.rate_limit, ip) {
                 if let Err(retry) = rl.check(ip) {
-                    return Reply::error(StatusCode::TOO_MANY_REQUESTS)
-                        .header(http::header::RETRY_AFTER, HeaderValue::from(retry));
+                    return Applied::Reply(
+                        Reply::error(StatusCode::TOO_MANY_REQUESTS)
+                            .header(http::header::RETRY_AFTER, HeaderValue::from(retry)),
+                    );
                 }
             }
         }
         if let Some(cors) = &rule.cors {
             if let Some(pre) = cors.preflight(req) {
-                return pre;
+                return Applied::Reply(pre);
             }
         }
         if let Some(auth) = &rule.basic_auth {
             if !auth.permits(req) {
-                return Reply::error(StatusCode::UNAUTHORIZED)
-                    .header(http::header::WWW_AUTHENTICATE, auth.challenge.clone());
+                return Applied::Reply(
+                    Reply::error(StatusCode::UNAUTHORIZED)
+                        .header(http::header::WWW_AUTHENTICATE, auth.challenge.clone()),
+                );
             }
         }
         let mut reply = match &rule.action {
@@ -300,16 +344,7 @@ impl App {
                 r
             }
             Action::Deny { status } => Reply::error(*status),
-            Action::Pool { protocol, pool } => {
-                // Routing to pools is configured and validated; the protocol handlers
-                // arrive with the backend pools work.
-                tracing::warn!(
-                    pool = pool.as_str(),
-                    protocol = protocol.as_str(),
-                    "no backend handler for this pool protocol yet"
-                );
-                Reply::error(StatusCode::BAD_GATEWAY)
-            }
+            Action::Upstream(up) => return Applied::Upstream(up.clone()),
         };
         if reply.status.as_u16() < 400 {
             if let Some(c) = &rule.cache {
@@ -322,7 +357,7 @@ impl App {
         if let Some(cors) = &rule.cors {
             cors.decorate(req, &mut reply);
         }
-        reply
+        Applied::Reply(reply)
     }
 
     /// Replaces an error's body with the virtual server's page for that status, if any.
@@ -399,7 +434,12 @@ fn normalize_host(h: &str) -> std::borrow::Cow<'_, str> {
     }
 }
 
-fn compile_rule(r: &skiff_config::Rule, at: &str, base: &Path) -> Result<Rule, String> {
+fn compile_rule(
+    r: &skiff_config::Rule,
+    at: &str,
+    base: &Path,
+    pools: &HashMap<&str, Arc<crate::upstream::pool::Pool>>,
+) -> Result<Rule, String> {
     let m = &r.matches;
     let regex = match &m.regex {
         Some(re) => Some(regex::Regex::new(re).map_err(|e| format!("{at}.match.regex: {e}"))?),
@@ -454,10 +494,37 @@ fn compile_rule(r: &skiff_config::Rule, at: &str, base: &Path) -> Result<Rule, S
         skiff_config::Action::Deny { status: s } => Action::Deny {
             status: status(*s)?,
         },
-        skiff_config::Action::Proxy(p) => pool(skiff_config::PoolProtocol::Http, &p.pool),
-        skiff_config::Action::Fastcgi(p) => pool(skiff_config::PoolProtocol::Fastcgi, &p.pool),
-        skiff_config::Action::Uwsgi(p) => pool(skiff_config::PoolProtocol::Uwsgi, &p.pool),
-        skiff_config::Action::Scgi(p) => pool(skiff_config::PoolProtocol::Scgi, &p.pool),
+        skiff_config::Action::Proxy(p) => {
+            Action::Upstream(Arc::new(crate::upstream::handler::Upstream {
+                pool: find_pool(pools, &p.pool, at)?,
+                target: crate::upstream::handler::Target::Proxy {
+                    host: match &p.host {
+                        Some(h) => Some(
+                            HeaderValue::from_str(h)
+                                .map_err(|_| format!("{at}.action.proxy.host"))?,
+                        ),
+                        None => None,
+                    },
+                },
+            }))
+        }
+        skiff_config::Action::Fastcgi(t)
+        | skiff_config::Action::Uwsgi(t)
+        | skiff_config::Action::Scgi(t) => {
+            Action::Upstream(Arc::new(crate::upstream::handler::Upstream {
+                pool: find_pool(pools, &t.pool, at)?,
+                target: crate::upstream::handler::Target::Cgi {
+                    document_root: t.document_root.clone(),
+                    index: t.index.clone(),
+                    split_path_info: t.split_path_info,
+                    params: t
+                        .params
+                        .iter()
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect(),
+                },
+            }))
+        }
     };
     let access = match &r.access {
         Some(a) => Some(AccessList {
@@ -563,11 +630,15 @@ fn compile_rule(r: &skiff_config::Rule, at: &str, base: &Path) -> Result<Rule, S
     })
 }
 
-fn pool(protocol: skiff_config::PoolProtocol, name: &str) -> Action {
-    Action::Pool {
-        protocol,
-        pool: name.to_owned(),
-    }
+fn find_pool(
+    pools: &HashMap<&str, Arc<crate::upstream::pool::Pool>>,
+    name: &str,
+    at: &str,
+) -> Result<Arc<crate::upstream::pool::Pool>, String> {
+    pools
+        .get(name)
+        .cloned()
+        .ok_or_else(|| format!("{at}.action: no pool named {name:?}"))
 }
 
 #[cfg(test)]

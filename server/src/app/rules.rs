@@ -3,7 +3,7 @@
 use crate::http::request::RequestHead;
 use http::{HeaderValue, Method};
 use regex::Regex;
-use skiff_config::{Piece, PoolProtocol, Template};
+use skiff_config::{Piece, Template};
 
 pub struct Conditions {
     pub prefix: Option<String>,
@@ -73,10 +73,7 @@ pub enum Action {
     Deny {
         status: http::StatusCode,
     },
-    Pool {
-        protocol: PoolProtocol,
-        pool: String,
-    },
+    Upstream(std::sync::Arc<crate::upstream::handler::Upstream>),
 }
 
 /// Renders a redirect target.

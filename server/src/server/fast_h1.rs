@@ -96,8 +96,9 @@ pub async fn serve(stream: TcpStream, peer: SocketAddr, shared: &Arc<Shared>) {
         Ok(Next::Close) => {}
         Ok(Next::Handoff) => {
             let prefix = Bytes::copy_from_slice(&conn.buf[conn.start..conn.end]);
+            let local_port = conn.stream.local_addr().map_or(0, |a| a.port());
             let io = Rewind::new(conn.stream, prefix);
-            hyper_conn::serve(io, conn.peer, shared.clone()).await;
+            hyper_conn::serve(io, conn.peer, local_port, shared.clone()).await;
         }
         Err(e) => {
             tracing::debug!(peer = %conn.peer, error = %e, "connection ended with an error");
@@ -340,6 +341,10 @@ impl Conn<'_> {
             (asterisk_reply(&head.method), "unknown")
         } else {
             let routed = self.shared.app.load().respond(&head);
+            if routed.upstream.is_some() {
+                // A pool answers: hyper takes the connection from this request on.
+                return Ok(Parsed::Handoff);
+            }
             (routed.reply, routed.vhost)
         };
         let draining = self.shared.shutdown.phase() >= Phase::Stopping;

@@ -9,8 +9,10 @@ use super::worker::{with_worker, Shared};
 use crate::access_log::LogRecord;
 use crate::http::reply::Reply;
 use crate::http::request::{HeaderSource, RequestHead};
+use crate::upstream::handler::UpstreamBody;
 use http::header::{CONTENT_LENGTH, DATE, SERVER};
 use http::{HeaderValue, Method, Request, Response, StatusCode, Version};
+use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -21,7 +23,7 @@ use std::sync::Arc;
 use std::time::Instant;
 use tokio::net::TcpStream;
 
-pub async fn serve(io: Rewind<TcpStream>, peer: SocketAddr, shared: Arc<Shared>) {
+pub async fn serve(io: Rewind<TcpStream>, peer: SocketAddr, local_port: u16, shared: Arc<Shared>) {
     let limits = shared.settings.limits.clone();
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
@@ -38,11 +40,10 @@ pub async fn serve(io: Rewind<TcpStream>, peer: SocketAddr, shared: Arc<Shared>)
         .max_concurrent_streams(128);
     let svc_shared = shared.clone();
     let remote: Arc<str> = peer.ip().to_string().into();
-    let peer_ip = peer.ip();
     let service = service_fn(move |req| {
         let shared = svc_shared.clone();
         let remote = remote.clone();
-        async move { Ok::<_, Infallible>(handle(req, peer_ip, &remote, &shared)) }
+        async move { Ok::<_, Infallible>(handle(req, peer, local_port, &remote, &shared).await) }
     });
     let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
     tokio::pin!(conn);
@@ -62,41 +63,87 @@ pub async fn serve(io: Rewind<TcpStream>, peer: SocketAddr, shared: Arc<Shared>)
     }
 }
 
-fn handle(
+async fn handle(
     req: Request<Incoming>,
-    peer: std::net::IpAddr,
+    peer: SocketAddr,
+    local_port: u16,
     remote: &str,
     shared: &Shared,
-) -> Response<ReplyBody> {
+) -> Response<UpstreamBody> {
     let start = Instant::now();
-    let (parts, _body) = req.into_parts();
-    let target = parts.uri.path_and_query().map_or("/", |pq| pq.as_str());
-    let mut head = RequestHead {
-        method: parts.method.clone(),
-        target,
-        ..Default::default()
+    let (parts, body) = req.into_parts();
+    let version = match parts.version {
+        Version::HTTP_2 => "HTTP/2.0",
+        Version::HTTP_10 => "HTTP/1.0",
+        _ => "HTTP/1.1",
     };
-    let (path, query) = RequestHead::split_target(target);
-    head.path = path;
-    head.query = query;
-    for (name, value) in parts.headers.iter() {
-        head.note_header(name.as_str().as_bytes(), value.as_bytes());
-    }
-    // HTTP/2 carries the host in :authority.
-    let authority = parts.uri.authority().map(|a| a.as_str().as_bytes());
-    if head.host.is_none() {
-        head.host = authority;
-    }
-    head.headers = HeaderSource::Map(&parts.headers);
-    head.peer = Some(peer);
-    let (reply, vhost) = if parts.version == Version::HTTP_11 && head.host.is_none() {
-        (Reply::error(StatusCode::BAD_REQUEST), "unknown")
-    } else if head.path == "*" {
-        (super::fast_h1::asterisk_reply(&head.method), "unknown")
-    } else {
-        let routed = shared.app.load().respond(&head);
-        (routed.reply, routed.vhost)
+    let (reply, vhost, upstream) = {
+        let head = request_head(&parts, peer.ip());
+        if parts.version == Version::HTTP_11 && head.host.is_none() {
+            (Reply::error(StatusCode::BAD_REQUEST), "unknown", None)
+        } else if head.path == "*" {
+            (
+                super::fast_h1::asterisk_reply(&head.method),
+                "unknown",
+                None,
+            )
+        } else {
+            let routed = shared.app.load().respond(&head);
+            (routed.reply, routed.vhost, routed.upstream)
+        }
     };
+    if let Some(call) = upstream {
+        let method = parts.method.clone();
+        let target = parts
+            .uri
+            .path_and_query()
+            .map_or("/", |pq| pq.as_str())
+            .to_owned();
+        let (referer, agent) = (
+            parts.headers.get(http::header::REFERER).cloned(),
+            parts.headers.get(http::header::USER_AGENT).cloned(),
+        );
+        let resp = crate::upstream::handler::run(
+            &call,
+            Request::from_parts(parts, body),
+            peer,
+            local_port,
+            &shared.metrics,
+        )
+        .await;
+        let status = resp.status().as_u16();
+        let sent = resp
+            .headers()
+            .get(http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        with_worker(|w| {
+            w.metrics.record(
+                vhost,
+                &method,
+                status,
+                sent,
+                start.elapsed().as_secs_f64(),
+                None,
+            );
+            if w.log.enabled() {
+                w.log.log(&LogRecord {
+                    remote,
+                    method: method.as_str(),
+                    target: &target,
+                    version,
+                    status,
+                    bytes: sent,
+                    referer: referer.as_ref().map(|v| v.as_bytes()),
+                    user_agent: agent.as_ref().map(|v| v.as_bytes()),
+                    duration_us: start.elapsed().as_micros() as u64,
+                });
+            }
+        });
+        return resp;
+    }
+    let head = request_head(&parts, peer.ip());
     let status = reply.status;
     let head_only = head.method == Method::HEAD;
     let body_len = reply.body.len();
@@ -106,11 +153,6 @@ fn handle(
     )
     .then_some(reply.cache_hit);
     let sent = if head_only { 0 } else { body_len };
-    let version = match parts.version {
-        Version::HTTP_2 => "HTTP/2.0",
-        Version::HTTP_10 => "HTTP/1.0",
-        _ => "HTTP/1.1",
-    };
     with_worker(|w| {
         w.metrics.record(
             vhost,
@@ -144,6 +186,30 @@ fn handle(
         head_only,
         shared.settings.read_chunk_bytes.min(256 * 1024),
     )
+    .map(|b| b.boxed())
+}
+
+/// The handler's view of a hyper request.
+fn request_head(parts: &http::request::Parts, peer: std::net::IpAddr) -> RequestHead<'_> {
+    let target = parts.uri.path_and_query().map_or("/", |pq| pq.as_str());
+    let mut head = RequestHead {
+        method: parts.method.clone(),
+        target,
+        ..Default::default()
+    };
+    let (path, query) = RequestHead::split_target(target);
+    head.path = path;
+    head.query = query;
+    for (name, value) in parts.headers.iter() {
+        head.note_header(name.as_str().as_bytes(), value.as_bytes());
+    }
+    // HTTP/2 carries the host in :authority.
+    if head.host.is_none() {
+        head.host = parts.uri.authority().map(|a| a.as_str().as_bytes());
+    }
+    head.headers = HeaderSource::Map(&parts.headers);
+    head.peer = Some(peer);
+    head
 }
 
 fn into_response(reply: Reply, head_only: bool, chunk: usize) -> Response<ReplyBody> {

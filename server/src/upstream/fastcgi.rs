@@ -204,7 +204,7 @@ mod tests {
     #[test]
     fn params_use_short_and_long_lengths_and_end_with_an_empty_record() {
         let mut out = BytesMut::new();
-        let long = vec![b'v'; 200];
+        let long = [b'v'; 200];
         encode_params(
             &mut out,
             7,

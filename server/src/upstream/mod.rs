@@ -1,7 +1,10 @@
-//! Backend pools: FastCGI, uwsgi, SCGI and HTTP. The protocol codecs have no I/O and are
-//! kept apart from connection handling and from routing policy.
+//! Backend pools: FastCGI, uwsgi, SCGI and HTTP. The protocol codecs (`fastcgi`, `uwsgi`,
+//! `scgi`, `response`) have no I/O; `pool` is the endpoint policy; `handler` does the I/O.
 
+pub mod cgi_env;
 pub mod fastcgi;
+pub mod handler;
+pub mod pool;
 pub mod response;
 pub mod scgi;
 pub mod uwsgi;

@@ -1,0 +1,665 @@
+//! Running a request against a pool: choose an endpoint, connect (failing over on connect
+//! errors, when nothing was sent yet), send the request with its body, parse the response
+//! head, and stream the body back through a channel, so a client that goes away cancels
+//! the backend request. Errors become 502 (down, malformed) or 504 (timeout), with a log
+//! line naming the pool and endpoint.
+
+use super::cgi_env::{environment, CgiContext};
+use super::pool::{Conn, Pool};
+use super::response::parse_head;
+use super::{fastcgi, scgi, uwsgi};
+use crate::metrics::Metrics;
+use bytes::{Bytes, BytesMut};
+use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
+use http_body::Body as _;
+use http_body_util::combinators::BoxBody;
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use skiff_config::PoolProtocol;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Instant;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::mpsc;
+
+pub type UpstreamBody = BoxBody<Bytes, io::Error>;
+
+/// What a rule sends to a pool, compiled.
+pub enum Target {
+    Cgi {
+        document_root: Option<String>,
+        index: Option<String>,
+        split_path_info: bool,
+        params: Vec<(String, String)>,
+    },
+    Proxy {
+        host: Option<HeaderValue>,
+    },
+}
+
+pub struct Upstream {
+    pub pool: Arc<Pool>,
+    pub target: Target,
+}
+
+/// One routed request for a pool.
+pub struct Call {
+    pub upstream: Arc<Upstream>,
+    /// The decoded, normalized path.
+    pub path: String,
+    /// The virtual server's root, the default DOCUMENT_ROOT.
+    pub root: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+enum Failure {
+    #[error("connect: {0}")]
+    Connect(io::Error),
+    #[error("timed out")]
+    Timeout,
+    #[error("{0}")]
+    Protocol(String),
+    #[error("i/o: {0}")]
+    Io(io::Error),
+    #[error("request body over {0} bytes")]
+    TooLarge(u64),
+}
+
+impl Failure {
+    fn reason(&self) -> &'static str {
+        match self {
+            Failure::Connect(_) => "connect",
+            Failure::Timeout => "timeout",
+            Failure::Protocol(_) => "protocol",
+            Failure::Io(_) => "io",
+            Failure::TooLarge(_) => "body_too_large",
+        }
+    }
+}
+
+fn io_failure(e: io::Error) -> Failure {
+    if e.kind() == io::ErrorKind::TimedOut {
+        Failure::Timeout
+    } else {
+        Failure::Io(e)
+    }
+}
+
+async fn within<T>(
+    d: std::time::Duration,
+    f: impl std::future::Future<Output = io::Result<T>>,
+) -> Result<T, Failure> {
+    match tokio::time::timeout(d, f).await {
+        Ok(r) => r.map_err(io_failure),
+        Err(_) => Err(Failure::Timeout),
+    }
+}
+
+pub fn error_response(status: StatusCode) -> Response<UpstreamBody> {
+    let reply = crate::http::reply::Reply::error(status);
+    let body = match reply.body {
+        crate::http::reply::Body::Bytes(b) => b,
+        _ => Bytes::new(),
+    };
+    let mut resp = Response::new(
+        http_body_util::Full::new(body)
+            .map_err(|never| match never {})
+            .boxed(),
+    );
+    *resp.status_mut() = status;
+    resp.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("text/html; charset=utf-8"),
+    );
+    resp
+}
+
+/// Runs `req` against the call's pool.
+pub async fn run(
+    call: &Call,
+    req: Request<Incoming>,
+    peer: SocketAddr,
+    local_port: u16,
+    metrics: &Metrics,
+) -> Response<UpstreamBody> {
+    let pool = &call.upstream.pool;
+    let labels = crate::metrics::PoolLabels { pool: pool.name };
+    let Some(mut slot) = pool.admit() else {
+        metrics.upstream_failure(pool.name, "queue_full");
+        return error_response(StatusCode::SERVICE_UNAVAILABLE);
+    };
+    let declared = req
+        .headers()
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > pool.max_body_size) {
+        metrics.upstream_failure(pool.name, "body_too_large");
+        return error_response(StatusCode::PAYLOAD_TOO_LARGE);
+    }
+    let active = metrics.upstream_active.get_or_create(&labels).clone();
+    active.inc();
+    let start = Instant::now();
+    let (parts, body) = req.into_parts();
+    let result = match &call.upstream.target {
+        Target::Proxy { host } => proxy(pool, &mut slot, parts, body, peer, host.as_ref()).await,
+        Target::Cgi { .. } => cgi(call, &mut slot, parts, body, declared, peer, local_port).await,
+    };
+    active.dec();
+    let resp = match result {
+        Ok(resp) => resp,
+        Err((failure, endpoint)) => {
+            tracing::warn!(pool = pool.name, endpoint = endpoint.as_str(), error = %failure, "upstream request failed");
+            metrics.upstream_failure(pool.name, failure.reason());
+            error_response(match failure {
+                Failure::Timeout => StatusCode::GATEWAY_TIMEOUT,
+                Failure::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+                _ => StatusCode::BAD_GATEWAY,
+            })
+        }
+    };
+    metrics.upstream_done(
+        pool.name,
+        resp.status().as_u16(),
+        start.elapsed().as_secs_f64(),
+    );
+    resp
+}
+
+/// Connects to an endpoint, trying others on connect errors (nothing has been sent then,
+/// so this is safe for every method).
+async fn connect(
+    pool: &Pool,
+    slot: &mut super::pool::Slot<'_>,
+    client: std::net::IpAddr,
+) -> Result<(usize, Conn), (Failure, String)> {
+    let mut tried = Vec::new();
+    let mut last = None;
+    while let Some(i) = pool.pick(Some(client), &tried) {
+        tried.push(i);
+        pool.assign(slot, i);
+        match pool.connect(i).await {
+            Ok(c) => return Ok((i, c)),
+            Err(e) => {
+                pool.report_failure(i);
+                tracing::warn!(pool = pool.name, endpoint = %pool.endpoints[i].address, error = %e, "connect failed");
+                last = Some((Failure::Connect(e), pool.endpoints[i].address.to_string()));
+            }
+        }
+    }
+    Err(last.unwrap_or((Failure::Protocol("no endpoints".into()), String::new())))
+}
+
+/// Request bodies: streamed when their length is known, otherwise read (up to the limit)
+/// first, since every CGI protocol needs CONTENT_LENGTH up front.
+enum RequestBody {
+    Stream(Incoming),
+    Buffered(Bytes),
+}
+
+async fn prepare_body(
+    body: Incoming,
+    declared: Option<u64>,
+    max: u64,
+) -> Result<(RequestBody, u64), Failure> {
+    if let Some(n) = declared {
+        return Ok((RequestBody::Stream(body), n));
+    }
+    if body.is_end_stream() {
+        return Ok((RequestBody::Buffered(Bytes::new()), 0));
+    }
+    let limited = http_body_util::Limited::new(body, max as usize);
+    match limited.collect().await {
+        Ok(c) => {
+            let b = c.to_bytes();
+            let n = b.len() as u64;
+            Ok((RequestBody::Buffered(b), n))
+        }
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(Failure::TooLarge(max)),
+        Err(e) => Err(Failure::Protocol(format!("client body: {e}"))),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn cgi(
+    call: &Call,
+    slot: &mut super::pool::Slot<'_>,
+    parts: http::request::Parts,
+    body: Incoming,
+    declared: Option<u64>,
+    peer: SocketAddr,
+    local_port: u16,
+) -> Result<Response<UpstreamBody>, (Failure, String)> {
+    let pool = &call.upstream.pool;
+    let Target::Cgi {
+        document_root,
+        index,
+        split_path_info,
+        params,
+    } = &call.upstream.target
+    else {
+        unreachable!("cgi targets only");
+    };
+    let (body, length) = prepare_body(body, declared, pool.max_body_size)
+        .await
+        .map_err(|f| (f, String::new()))?;
+    let php = pool.protocol == PoolProtocol::Fastcgi;
+    let env = environment(
+        &parts,
+        &CgiContext {
+            path: &call.path,
+            document_root: document_root.as_deref().unwrap_or(&call.root),
+            php_split: php && *split_path_info,
+            index: index.as_deref(),
+            remote_addr: peer,
+            server_port: local_port,
+            content_length: Some(length),
+            extra: params,
+        },
+    );
+    let (idx, conn) = connect(pool, slot, peer.ip()).await?;
+    let endpoint = pool.endpoints[idx].address.to_string();
+    let result = match pool.protocol {
+        PoolProtocol::Fastcgi => fastcgi_exchange(pool, conn, &env, body, length).await,
+        PoolProtocol::Uwsgi | PoolProtocol::Scgi => {
+            stream_exchange(pool, conn, &env, body, length).await
+        }
+        PoolProtocol::Http => unreachable!("validated: cgi actions use cgi pools"),
+    };
+    match result {
+        Ok(r) => {
+            pool.report_success(idx);
+            Ok(r)
+        }
+        Err(f) => {
+            if matches!(f, Failure::Timeout | Failure::Io(_)) {
+                pool.report_failure(idx);
+            }
+            Err((f, endpoint))
+        }
+    }
+}
+
+async fn send_body(
+    pool: &Pool,
+    w: &mut (impl AsyncWriteExt + Unpin),
+    body: RequestBody,
+    length: u64,
+    mut frame: impl FnMut(&[u8]) -> Bytes,
+) -> Result<(), Failure> {
+    match body {
+        RequestBody::Buffered(b) => {
+            if !b.is_empty() {
+                within(pool.send_timeout, w.write_all(&frame(&b))).await?;
+            }
+        }
+        RequestBody::Stream(mut incoming) => {
+            let mut sent = 0u64;
+            while let Some(f) = incoming.frame().await {
+                let f = f.map_err(|e| Failure::Protocol(format!("client body: {e}")))?;
+                if let Ok(data) = f.into_data() {
+                    sent += data.len() as u64;
+                    if sent > length {
+                        return Err(Failure::Protocol(
+                            "client sent more than its Content-Length".into(),
+                        ));
+                    }
+                    within(pool.send_timeout, w.write_all(&frame(&data))).await?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn fastcgi_exchange(
+    pool: &Pool,
+    conn: Conn,
+    env: &[(Vec<u8>, Vec<u8>)],
+    body: RequestBody,
+    length: u64,
+) -> Result<Response<UpstreamBody>, Failure> {
+    let (mut rd, mut wr) = tokio::io::split(conn);
+    let mut out = BytesMut::with_capacity(4096);
+    fastcgi::encode_begin(&mut out, 1, false);
+    fastcgi::encode_params(&mut out, 1, env.iter().map(|(k, v)| (&k[..], &v[..])))
+        .map_err(|e| Failure::Protocol(e.to_string()))?;
+    within(pool.send_timeout, wr.write_all(&out)).await?;
+    send_body(pool, &mut wr, body, length, |chunk| {
+        let mut b = BytesMut::with_capacity(chunk.len() + 16);
+        fastcgi::encode_stdin(&mut b, 1, chunk);
+        b.freeze()
+    })
+    .await?;
+    out.clear();
+    fastcgi::encode_stdin(&mut out, 1, &[]);
+    within(pool.send_timeout, wr.write_all(&out)).await?;
+
+    let mut dec = fastcgi::Decoder::new(1);
+    let mut rbuf = BytesMut::with_capacity(16 * 1024);
+    let mut stdout = BytesMut::new();
+    let mut ended = false;
+    let head = loop {
+        while let Some(ev) = dec
+            .decode(&mut rbuf)
+            .map_err(|e| Failure::Protocol(e.to_string()))?
+        {
+            match ev {
+                fastcgi::Event::Stdout(b) => stdout.extend_from_slice(&b),
+                fastcgi::Event::Stderr(b) => log_stderr(pool, &b),
+                fastcgi::Event::End { .. } => ended = true,
+            }
+        }
+        if let Some(head) = parse_head(&stdout).map_err(|e| Failure::Protocol(e.to_string()))? {
+            break head;
+        }
+        if ended {
+            return Err(Failure::Protocol(
+                "the application ended without a response head".into(),
+            ));
+        }
+        if within(pool.read_timeout, rd.read_buf(&mut rbuf)).await? == 0 {
+            return Err(Failure::Protocol(
+                "the connection closed before a response head".into(),
+            ));
+        }
+    };
+    let first = stdout.split_off(head.consumed).freeze();
+    let (tx, rx) = mpsc::channel::<io::Result<Bytes>>(8);
+    let read_timeout = pool.read_timeout;
+    let name = pool.name;
+    tokio::spawn(async move {
+        if !first.is_empty() && tx.send(Ok(first)).await.is_err() {
+            return;
+        }
+        let mut ended = ended;
+        loop {
+            loop {
+                match dec.decode(&mut rbuf) {
+                    Ok(Some(fastcgi::Event::Stdout(b))) => {
+                        if tx.send(Ok(b)).await.is_err() {
+                            return; // the client went away: dropping the connection aborts
+                        }
+                    }
+                    Ok(Some(fastcgi::Event::Stderr(b))) => tracing::warn!(
+                        pool = name,
+                        "backend stderr: {}",
+                        String::from_utf8_lossy(&b).trim_end()
+                    ),
+                    Ok(Some(fastcgi::Event::End { .. })) => ended = true,
+                    Ok(None) => break,
+                    Err(e) => {
+                        tracing::warn!(pool = name, error = %e, "malformed FastCGI response");
+                        let _ = tx.send(Err(io::Error::other(e.to_string()))).await;
+                        return;
+                    }
+                }
+            }
+            if ended {
+                return;
+            }
+            match tokio::time::timeout(read_timeout, rd.read_buf(&mut rbuf)).await {
+                Ok(Ok(0)) => {
+                    let _ = tx
+                        .send(Err(io::Error::new(
+                            io::ErrorKind::UnexpectedEof,
+                            "FastCGI response truncated",
+                        )))
+                        .await;
+                    return;
+                }
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => {
+                    let _ = tx.send(Err(e)).await;
+                    return;
+                }
+                Err(_) => {
+                    let _ = tx
+                        .send(Err(io::Error::new(
+                            io::ErrorKind::TimedOut,
+                            "backend read timed out",
+                        )))
+                        .await;
+                    return;
+                }
+            }
+        }
+    });
+    Ok(respond(head.status, head.headers, rx))
+}
+
+/// uwsgi and SCGI: a request packet, the raw body, and a response read until EOF.
+async fn stream_exchange(
+    pool: &Pool,
+    conn: Conn,
+    env: &[(Vec<u8>, Vec<u8>)],
+    body: RequestBody,
+    length: u64,
+) -> Result<Response<UpstreamBody>, Failure> {
+    let (mut rd, mut wr) = tokio::io::split(conn);
+    let vars = env.iter().map(|(k, v)| (&k[..], &v[..]));
+    let packet = match pool.protocol {
+        PoolProtocol::Uwsgi => {
+            uwsgi::encode_request(vars).map_err(|e| Failure::Protocol(e.to_string()))?
+        }
+        _ => scgi::encode_request(length, vars),
+    };
+    within(pool.send_timeout, wr.write_all(&packet)).await?;
+    send_body(pool, &mut wr, body, length, Bytes::copy_from_slice).await?;
+    let mut buf = BytesMut::with_capacity(16 * 1024);
+    let head = loop {
+        if let Some(head) = parse_head(&buf).map_err(|e| Failure::Protocol(e.to_string()))? {
+            break head;
+        }
+        if within(pool.read_timeout, rd.read_buf(&mut buf)).await? == 0 {
+            return Err(Failure::Protocol(
+                "the connection closed before a response head".into(),
+            ));
+        }
+    };
+    let first = buf.split_off(head.consumed).freeze();
+    let (tx, rx) = mpsc::channel::<io::Result<Bytes>>(8);
+    let read_timeout = pool.read_timeout;
+    tokio::spawn(async move {
+        let _keep_writer_open = wr;
+        if !first.is_empty() && tx.send(Ok(first)).await.is_err() {
+            return;
+        }
+        loop {
+            let mut chunk = BytesMut::with_capacity(32 * 1024);
+            match tokio::time::timeout(read_timeout, rd.read_buf(&mut chunk)).await {
+                Ok(Ok(0)) => return,
+                Ok(Ok(_)) => {
+                    if tx.send(Ok(chunk.freeze())).await.is_err() {
+                        return;
+                    }
+                }
+                Ok(Err(e)) => {
+                    let _ = tx.send(Err(e)).await;
+                    return;
+                }
+                Err(_) => {
+                    let _ = tx
+                        .send(Err(io::Error::new(
+                            io::ErrorKind::TimedOut,
+                            "backend read timed out",
+                        )))
+                        .await;
+                    return;
+                }
+            }
+        }
+    });
+    Ok(respond(head.status, head.headers, rx))
+}
+
+fn log_stderr(pool: &Pool, b: &[u8]) {
+    tracing::warn!(
+        pool = pool.name,
+        "backend stderr: {}",
+        String::from_utf8_lossy(b).trim_end()
+    );
+}
+
+/// Response headers a proxy must not forward (RFC 9110 §7.6.1), plus those the
+/// connection layer sets itself.
+fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    let named: Vec<String> = headers
+        .get_all(http::header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(',').map(|t| t.trim().to_ascii_lowercase()))
+        .collect();
+    for n in named {
+        headers.remove(n.as_str());
+    }
+    for h in [
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+    ] {
+        headers.remove(h);
+    }
+}
+
+fn respond(
+    status: StatusCode,
+    mut headers: HeaderMap,
+    rx: mpsc::Receiver<io::Result<Bytes>>,
+) -> Response<UpstreamBody> {
+    strip_hop_by_hop(&mut headers);
+    let mut resp = Response::new(ChannelBody { rx }.boxed());
+    *resp.status_mut() = status;
+    *resp.headers_mut() = headers;
+    resp
+}
+
+/// A response body fed by the task that reads the backend.
+struct ChannelBody {
+    rx: mpsc::Receiver<io::Result<Bytes>>,
+}
+
+impl http_body::Body for ChannelBody {
+    type Data = Bytes;
+    type Error = io::Error;
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, io::Error>>> {
+        self.rx
+            .poll_recv(cx)
+            .map(|o| o.map(|r| r.map(http_body::Frame::data)))
+    }
+}
+
+type HttpClient = hyper_util::client::legacy::Client<
+    hyper_util::client::legacy::connect::HttpConnector,
+    UpstreamBody,
+>;
+
+fn client() -> &'static HttpClient {
+    static CLIENT: std::sync::OnceLock<HttpClient> = std::sync::OnceLock::new();
+    CLIENT.get_or_init(|| {
+        let mut connector = hyper_util::client::legacy::connect::HttpConnector::new();
+        connector.set_nodelay(true);
+        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .pool_max_idle_per_host(64)
+            .build(connector)
+    })
+}
+
+async fn proxy(
+    pool: &Pool,
+    slot: &mut super::pool::Slot<'_>,
+    parts: http::request::Parts,
+    body: Incoming,
+    peer: SocketAddr,
+    host: Option<&HeaderValue>,
+) -> Result<Response<UpstreamBody>, (Failure, String)> {
+    let idempotent_without_body =
+        matches!(parts.method, Method::GET | Method::HEAD | Method::OPTIONS)
+            && body.is_end_stream();
+    let mut body = Some(body.map_err(io::Error::other).boxed());
+    let mut tried = Vec::new();
+    loop {
+        let Some(i) = pool.pick(Some(peer.ip()), &tried) else {
+            return Err((
+                Failure::Protocol("no endpoint answered".into()),
+                String::new(),
+            ));
+        };
+        tried.push(i);
+        pool.assign(slot, i);
+        let endpoint = pool.endpoints[i].address.to_string();
+        let target = parts.uri.path_and_query().map_or("/", |pq| pq.as_str());
+        let uri: http::Uri = format!("http://{endpoint}{target}").parse().map_err(|e| {
+            (
+                Failure::Protocol(format!("endpoint {endpoint}: {e}")),
+                endpoint.clone(),
+            )
+        })?;
+        let mut req = Request::builder()
+            .method(parts.method.clone())
+            .uri(uri)
+            .body(match body.take() {
+                Some(b) => b,
+                None => http_body_util::Empty::new()
+                    .map_err(|never| match never {})
+                    .boxed(),
+            })
+            .expect("a valid request");
+        let headers = req.headers_mut();
+        *headers = parts.headers.clone();
+        strip_hop_by_hop(headers);
+        let client_host = parts.headers.get(http::header::HOST).cloned();
+        if let Some(h) = host {
+            headers.insert(http::header::HOST, h.clone());
+        }
+        let forwarded = match parts
+            .headers
+            .get("x-forwarded-for")
+            .and_then(|v| v.to_str().ok())
+        {
+            Some(prior) => format!("{prior}, {}", peer.ip()),
+            None => peer.ip().to_string(),
+        };
+        if let Ok(v) = HeaderValue::from_str(&forwarded) {
+            headers.insert("x-forwarded-for", v);
+        }
+        headers.insert("x-forwarded-proto", HeaderValue::from_static("http"));
+        if let Some(h) = client_host {
+            headers.insert("x-forwarded-host", h);
+        }
+        match tokio::time::timeout(pool.read_timeout, client().request(req)).await {
+            Err(_) => {
+                pool.report_failure(i);
+                return Err((Failure::Timeout, endpoint));
+            }
+            Ok(Err(e)) if e.is_connect() => {
+                pool.report_failure(i);
+                tracing::warn!(pool = pool.name, endpoint = endpoint.as_str(), error = %e, "connect failed");
+                if idempotent_without_body && pool.pick(Some(peer.ip()), &tried).is_some() {
+                    continue;
+                }
+                return Err((Failure::Connect(io::Error::other(e.to_string())), endpoint));
+            }
+            Ok(Err(e)) => return Err((Failure::Protocol(e.to_string()), endpoint)),
+            Ok(Ok(resp)) => {
+                pool.report_success(i);
+                let (mut head, incoming) = resp.into_parts();
+                strip_hop_by_hop(&mut head.headers);
+                return Ok(Response::from_parts(
+                    head,
+                    incoming.map_err(io::Error::other).boxed(),
+                ));
+            }
+        }
+    }
+}

@@ -1,0 +1,324 @@
+//! A pool's endpoints and the policy for choosing one: balancing, passive health
+//! (`max_fails` within `fail_timeout` takes an endpoint out for `fail_timeout`), and a bound
+//! on requests in flight. Host names are resolved again on every connection, so a
+//! Kubernetes headless Service's changing pods are followed without any reload.
+
+use skiff_config::{Balance, PoolProtocol};
+use std::io;
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpStream, UnixStream};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Address {
+    /// `host:port`, resolved on each connection.
+    Tcp(String),
+    Unix(PathBuf),
+}
+
+impl std::fmt::Display for Address {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Address::Tcp(a) => f.write_str(a),
+            Address::Unix(p) => write!(f, "unix:{}", p.display()),
+        }
+    }
+}
+
+pub struct Endpoint {
+    pub address: Address,
+    fails: AtomicU32,
+    first_fail_ms: AtomicU64,
+    down_until_ms: AtomicU64,
+    pub active: AtomicUsize,
+}
+
+pub struct Pool {
+    pub name: &'static str,
+    pub protocol: PoolProtocol,
+    pub endpoints: Vec<Endpoint>,
+    balance: Balance,
+    max_fails: u32,
+    fail_timeout: Duration,
+    pub connect_timeout: Duration,
+    pub read_timeout: Duration,
+    pub send_timeout: Duration,
+    pub max_body_size: u64,
+    max_active: usize,
+    active: AtomicUsize,
+    next: AtomicUsize,
+    epoch: Instant,
+}
+
+/// A connection to an endpoint.
+pub enum Conn {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+/// A slot among the pool's requests in flight; released on drop.
+pub struct Slot<'p> {
+    pool: &'p Pool,
+    endpoint: Option<usize>,
+}
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        self.pool.active.fetch_sub(1, Ordering::AcqRel);
+        if let Some(i) = self.endpoint {
+            self.pool.endpoints[i].active.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}
+
+impl Pool {
+    pub fn from_config(p: &skiff_config::Pool, name: &'static str) -> Pool {
+        Pool {
+            name,
+            protocol: p.protocol,
+            endpoints: p
+                .endpoints
+                .iter()
+                .map(|e| Endpoint {
+                    address: match e.strip_prefix("unix:") {
+                        Some(path) => Address::Unix(PathBuf::from(path)),
+                        None => Address::Tcp(e.clone()),
+                    },
+                    fails: AtomicU32::new(0),
+                    first_fail_ms: AtomicU64::new(0),
+                    down_until_ms: AtomicU64::new(0),
+                    active: AtomicUsize::new(0),
+                })
+                .collect(),
+            balance: p.balance,
+            max_fails: p.max_fails,
+            fail_timeout: p.fail_timeout,
+            connect_timeout: p.connect_timeout,
+            read_timeout: p.read_timeout,
+            send_timeout: p.send_timeout,
+            max_body_size: p.max_body_size,
+            max_active: p.max_active_requests,
+            active: AtomicUsize::new(0),
+            next: AtomicUsize::new(0),
+            epoch: Instant::now(),
+        }
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+
+    /// Takes a place among the requests in flight, or `None` when the pool is full.
+    pub fn admit(&self) -> Option<Slot<'_>> {
+        let prev = self.active.fetch_add(1, Ordering::AcqRel);
+        let slot = Slot {
+            pool: self,
+            endpoint: None,
+        };
+        (prev < self.max_active).then_some(slot)
+    }
+
+    pub fn is_up(&self, i: usize) -> bool {
+        self.endpoints[i].down_until_ms.load(Ordering::Relaxed) <= self.now_ms()
+    }
+
+    /// Chooses an endpoint not in `tried`; endpoints marked down are used only if all are.
+    pub fn pick(&self, client: Option<IpAddr>, tried: &[usize]) -> Option<usize> {
+        let n = self.endpoints.len();
+        let candidates: Vec<usize> = (0..n).filter(|i| !tried.contains(i)).collect();
+        if candidates.is_empty() {
+            return None;
+        }
+        let up: Vec<usize> = candidates
+            .iter()
+            .copied()
+            .filter(|&i| self.is_up(i))
+            .collect();
+        let pool = if up.is_empty() { &candidates } else { &up };
+        let chosen = match self.balance {
+            Balance::RoundRobin => pool[self.next.fetch_add(1, Ordering::Relaxed) % pool.len()],
+            Balance::LeastConn => *pool
+                .iter()
+                .min_by_key(|&&i| (self.endpoints[i].active.load(Ordering::Relaxed), i))
+                .expect("not empty"),
+            Balance::IpHash => {
+                let h = client.map_or(0, |ip| {
+                    use std::hash::{Hash, Hasher};
+                    let mut s = std::collections::hash_map::DefaultHasher::new();
+                    ip.hash(&mut s);
+                    s.finish()
+                });
+                pool[(h % pool.len() as u64) as usize]
+            }
+        };
+        Some(chosen)
+    }
+
+    pub fn assign(&self, slot: &mut Slot<'_>, i: usize) {
+        if let Some(prev) = slot.endpoint.replace(i) {
+            self.endpoints[prev].active.fetch_sub(1, Ordering::AcqRel);
+        }
+        self.endpoints[i].active.fetch_add(1, Ordering::AcqRel);
+    }
+
+    pub fn report_failure(&self, i: usize) {
+        let e = &self.endpoints[i];
+        let now = self.now_ms();
+        let window = self.fail_timeout.as_millis() as u64;
+        if now.saturating_sub(e.first_fail_ms.load(Ordering::Relaxed)) > window {
+            e.first_fail_ms.store(now, Ordering::Relaxed);
+            e.fails.store(0, Ordering::Relaxed);
+        }
+        if e.fails.fetch_add(1, Ordering::AcqRel) + 1 >= self.max_fails {
+            e.down_until_ms.store(now + window, Ordering::Relaxed);
+            e.fails.store(0, Ordering::Relaxed);
+            tracing::warn!(pool = self.name, endpoint = %e.address, "endpoint marked down");
+        }
+    }
+
+    pub fn report_success(&self, i: usize) {
+        self.endpoints[i].fails.store(0, Ordering::Relaxed);
+    }
+
+    pub async fn connect(&self, i: usize) -> io::Result<Conn> {
+        let addr = &self.endpoints[i].address;
+        let connect = async {
+            match addr {
+                Address::Unix(p) => UnixStream::connect(p).await.map(Conn::Unix),
+                Address::Tcp(a) => {
+                    let s = TcpStream::connect(a.as_str()).await?;
+                    let _ = s.set_nodelay(true);
+                    Ok(Conn::Tcp(s))
+                }
+            }
+        };
+        tokio::time::timeout(self.connect_timeout, connect)
+            .await
+            .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))?
+    }
+}
+
+impl AsyncRead for Conn {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Conn::Tcp(s) => Pin::new(s).poll_read(cx, buf),
+            Conn::Unix(s) => Pin::new(s).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Conn {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Conn::Tcp(s) => Pin::new(s).poll_write(cx, buf),
+            Conn::Unix(s) => Pin::new(s).poll_write(cx, buf),
+        }
+    }
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Conn::Tcp(s) => Pin::new(s).poll_flush(cx),
+            Conn::Unix(s) => Pin::new(s).poll_flush(cx),
+        }
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Conn::Tcp(s) => Pin::new(s).poll_shutdown(cx),
+            Conn::Unix(s) => Pin::new(s).poll_shutdown(cx),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pool(balance: Balance, n: usize) -> Pool {
+        let cfg = skiff_config::Pool {
+            name: "p".into(),
+            protocol: PoolProtocol::Http,
+            endpoints: (0..n).map(|i| format!("127.0.0.1:{}", 1000 + i)).collect(),
+            balance,
+            max_fails: 2,
+            fail_timeout: Duration::from_secs(10),
+            connect_timeout: Duration::from_secs(1),
+            read_timeout: Duration::from_secs(1),
+            send_timeout: Duration::from_secs(1),
+            max_body_size: 1,
+            max_active_requests: 2,
+        };
+        Pool::from_config(&cfg, "p")
+    }
+
+    #[test]
+    fn round_robin_spreads_evenly() {
+        let p = pool(Balance::RoundRobin, 3);
+        let mut counts = [0; 3];
+        for _ in 0..300 {
+            counts[p.pick(None, &[]).unwrap()] += 1;
+        }
+        assert_eq!(counts, [100, 100, 100]);
+    }
+
+    #[test]
+    fn least_conn_prefers_idle_endpoints() {
+        let p = pool(Balance::LeastConn, 3);
+        p.endpoints[0].active.store(5, Ordering::Relaxed);
+        p.endpoints[1].active.store(1, Ordering::Relaxed);
+        p.endpoints[2].active.store(3, Ordering::Relaxed);
+        assert_eq!(p.pick(None, &[]), Some(1));
+        assert_eq!(
+            p.pick(None, &[1]),
+            Some(2),
+            "failover skips tried endpoints"
+        );
+    }
+
+    #[test]
+    fn ip_hash_is_sticky() {
+        let p = pool(Balance::IpHash, 3);
+        let a: IpAddr = "192.0.2.1".parse().unwrap();
+        let first = p.pick(Some(a), &[]);
+        assert!((0..20).all(|_| p.pick(Some(a), &[]) == first));
+    }
+
+    #[test]
+    fn failures_take_an_endpoint_out_of_rotation() {
+        let p = pool(Balance::RoundRobin, 2);
+        p.report_failure(0);
+        assert!(p.is_up(0), "one failure of max_fails 2");
+        p.report_failure(0);
+        assert!(!p.is_up(0));
+        assert!((0..10).all(|_| p.pick(None, &[]) == Some(1)));
+        // With every endpoint down, the pool still tries rather than failing outright.
+        p.report_failure(1);
+        p.report_failure(1);
+        assert!(p.pick(None, &[]).is_some());
+    }
+
+    #[test]
+    fn the_queue_is_bounded() {
+        let p = pool(Balance::RoundRobin, 1);
+        let a = p.admit();
+        let b = p.admit();
+        assert!(a.is_some() && b.is_some());
+        assert!(
+            p.admit().is_none(),
+            "third request beyond max_active_requests 2"
+        );
+        drop(a);
+        assert!(p.admit().is_some());
+    }
+}
