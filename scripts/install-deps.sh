@@ -8,6 +8,12 @@ need_apt=()
 for tool in curl strace wrk; do
   command -v "$tool" >/dev/null 2>&1 || need_apt+=("$tool")
 done
+# Real backends for the pool tests: php-fpm, uWSGI with Python 3, and Django (Debian's,
+# which matches Debian's uWSGI Python plugin).
+ls /usr/sbin/php-fpm* >/dev/null 2>&1 || need_apt+=(php-fpm)
+command -v uwsgi >/dev/null 2>&1 || need_apt+=(uwsgi)
+[ -e /usr/lib/uwsgi/plugins/python3_plugin.so ] || need_apt+=(uwsgi-plugin-python3)
+/usr/bin/python3 -c 'import django' >/dev/null 2>&1 || need_apt+=(python3-django)
 if [[ "${1:-}" == "--bench" ]]; then
   for pair in nginx:nginx-light lighttpd:lighttpd apache2:apache2 h2o:h2o wrk:wrk h2load:nghttp2-client; do
     command -v "${pair%%:*}" >/dev/null 2>&1 || need_apt+=("${pair#*:}")

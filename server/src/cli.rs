@@ -273,15 +273,18 @@ pub fn main() -> i32 {
     let result = match cli.command {
         Command::Serve(args) => (*args).into_config().and_then(|(cfg, overrides, tuning)| {
             let base = std::env::current_dir().map_err(|e| e.to_string())?;
-            serve(cfg, &tuning, &base, overrides, None)
+            let hash = skiff_config::config_hash(&skiff_config::to_yaml(&cfg));
+            serve(cfg, hash, &tuning, &base, overrides, None)
         }),
         Command::Run(args) => {
             let file = ConfigFile {
                 path: args.config.clone(),
             };
-            file.read().and_then(|(cfg, _)| {
+            // The hash of the file's text, so the reloader knows it unchanged.
+            file.read().and_then(|(cfg, hash)| {
                 serve(
                     cfg,
+                    hash,
                     &args.tuning,
                     &file.base(),
                     ServeOverrides::default(),
@@ -350,6 +353,7 @@ fn raise_nofile_limit() {
 /// Serves until SIGTERM or SIGINT, then drains. With a config file, also reloads it.
 pub fn serve(
     cfg: Config,
+    hash: String,
     tuning: &TuningArgs,
     base: &std::path::Path,
     overrides: ServeOverrides,
@@ -359,7 +363,6 @@ pub fn serve(
     let settings = settings_for(&cfg, tuning)?;
     let cache = Arc::new(FileCache::new(settings.cache.clone()));
     let roots = RootRegistry::default();
-    let hash = skiff_config::config_hash(&skiff_config::to_yaml(&cfg));
     let app = App::build(&cfg, base, hash.clone(), &cache, &roots, &overrides)?;
     let metrics = Metrics::new();
     metrics.config_loaded(&hash);

@@ -15,6 +15,7 @@ pub struct Server {
     pub admin: SocketAddr,
     pub root: PathBuf,
     stdout_path: PathBuf,
+    stderr: std::sync::Arc<std::sync::Mutex<String>>,
     _dir: Option<tempfile::TempDir>,
 }
 
@@ -53,9 +54,12 @@ impl Server {
             .expect("start skiff");
         let stderr = child.stderr.take().unwrap();
         let (tx, rx) = mpsc::channel();
+        let captured = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let sink = captured.clone();
         std::thread::spawn(move || {
             let mut sent = false;
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                sink.lock().unwrap().push_str(&format!("{line}\n"));
                 if !sent {
                     if let Some(rest) = line.split("skiff listening on ").nth(1) {
                         let mut words = rest.split_whitespace();
@@ -78,6 +82,7 @@ impl Server {
             admin,
             root: root.to_owned(),
             stdout_path,
+            stderr: captured,
             _dir: Some(logs),
         }
     }
@@ -103,6 +108,11 @@ impl Server {
             .find(|l| l.starts_with(sample) && l[sample.len()..].starts_with(' '))
             .and_then(|l| l.rsplit(' ').next())
             .and_then(|v| v.parse().ok())
+    }
+
+    /// Everything the server wrote to stderr so far.
+    pub fn stderr_text(&self) -> String {
+        self.stderr.lock().unwrap().clone()
     }
 
     pub fn access_log(&self) -> String {

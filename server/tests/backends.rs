@@ -1,0 +1,583 @@
+//! Backend pools against real backends: php-fpm (TCP and unix socket), uWSGI (a WSGI app,
+//! a Django /login with CSRF, and SCGI mode), and HTTP backends (a Python echo server and
+//! skiff itself). Installed by scripts/install-deps.sh.
+
+mod common;
+use common::*;
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn wait_connect(addr: &str) {
+    let end = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < end {
+        let ok = match addr.strip_prefix("unix:") {
+            Some(p) => std::os::unix::net::UnixStream::connect(p).is_ok(),
+            None => std::net::TcpStream::connect(addr).is_ok(),
+        };
+        if ok {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("backend at {addr} did not come up");
+}
+
+/// A backend process, stopped on drop.
+struct Backend(Child);
+
+impl Drop for Backend {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn php_fpm_binary() -> PathBuf {
+    std::fs::read_dir("/usr/sbin")
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("php-fpm")
+        })
+        .expect("php-fpm is installed by scripts/install-deps.sh")
+}
+
+/// Starts php-fpm listening on `listen` (host:port or a socket path).
+fn php_fpm(dir: &Path, listen: &str) -> Backend {
+    let conf = dir.join("fpm.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "[global]\npid = {d}/fpm.pid\nerror_log = {d}/fpm.log\ndaemonize = no\n[www]\nlisten = {listen}\npm = static\npm.max_children = 2\nclear_env = no\ncatch_workers_output = yes\n",
+            d = dir.display()
+        ),
+    )
+    .unwrap();
+    let child = Command::new(php_fpm_binary())
+        .args(["-F", "-R", "-n", "-y"])
+        .arg(&conf)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let wait = if listen.starts_with('/') {
+        format!("unix:{listen}")
+    } else {
+        listen.to_owned()
+    };
+    wait_connect(&wait);
+    Backend(child)
+}
+
+fn uwsgi(args: &[&str], wait: &str) -> Backend {
+    let child = Command::new("uwsgi")
+        .args([
+            "--plugin",
+            "python3",
+            "--master",
+            "--processes",
+            "2",
+            "--die-on-term",
+            "--disable-logging",
+        ])
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("uwsgi is installed by scripts/install-deps.sh");
+    wait_connect(wait);
+    Backend(child)
+}
+
+const PHP_ECHO: &str = r#"<?php
+header('Content-Type: text/plain');
+header('X-Powered: fpm');
+foreach (['SCRIPT_FILENAME','SCRIPT_NAME','PATH_INFO','QUERY_STRING','REQUEST_METHOD','CONTENT_TYPE','CONTENT_LENGTH','DOCUMENT_ROOT','SERVER_NAME','SERVER_PROTOCOL','REMOTE_ADDR','REQUEST_URI','HTTP_X_TEST'] as $k) {
+    echo $k, '=', $_SERVER[$k] ?? '', "\n";
+}
+"#;
+
+fn php_site() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    std::fs::write(p.join("echo.php"), PHP_ECHO).unwrap();
+    std::fs::write(
+        p.join("upload.php"),
+        "<?php $d = file_get_contents('php://input'); echo strlen($d), ' ', hash('sha256', $d);",
+    )
+    .unwrap();
+    std::fs::write(
+        p.join("stream.php"),
+        "<?php for ($i = 0; $i < 5; $i++) { echo str_repeat(\"chunk$i \", 2000), \"\\n\"; flush(); usleep(200000); }",
+    )
+    .unwrap();
+    std::fs::write(
+        p.join("stderr.php"),
+        "<?php error_log('skiff-stderr-marker'); echo 'ok';",
+    )
+    .unwrap();
+    std::fs::write(
+        p.join("exit.php"),
+        "<?php http_response_code(418); echo 'partial'; exit(3); echo 'never';",
+    )
+    .unwrap();
+    std::fs::write(p.join("static.txt"), "served by skiff").unwrap();
+    dir
+}
+
+fn write_config(dir: &Path, body: &str) -> PathBuf {
+    let path = dir.join("skiff.yaml");
+    std::fs::write(
+        &path,
+        format!("listen: 127.0.0.1:0\nadmin_listen: 127.0.0.1:0\nthreads: 2\n{body}"),
+    )
+    .unwrap();
+    path
+}
+
+fn php_config(site: &Path, endpoint: &str) -> String {
+    format!(
+        "virtual_servers:\n  - name: php\n    default: true\n    root: {}\n    rules:\n      - match: {{ regex: \"\\\\.php(/|$)\" }}\n        action: {{ fastcgi: {{ pool: php }} }}\npools:\n  - {{ name: php, protocol: fastcgi, endpoints: [\"{endpoint}\"], read_timeout: 5s }}\n",
+        site.display()
+    )
+}
+
+fn sha256_hex(data: &[u8]) -> String {
+    let out = Command::new("sha256sum")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            c.stdin.take().unwrap().write_all(data)?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_owned()
+}
+
+fn check_php(srv: &Server, site: &Path) {
+    // CGI parameters.
+    let out = curl(&[
+        "-H",
+        "X-Test: yes",
+        "-H",
+        "Host: shop.example.com",
+        &srv.url("/echo.php/extra/path?a=1&b=2"),
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let root = site.display().to_string();
+    for want in [
+        format!("SCRIPT_FILENAME={root}/echo.php"),
+        "SCRIPT_NAME=/echo.php".into(),
+        "PATH_INFO=/extra/path".into(),
+        "QUERY_STRING=a=1&b=2".into(),
+        "REQUEST_METHOD=GET".into(),
+        format!("DOCUMENT_ROOT={root}"),
+        "SERVER_NAME=shop.example.com".into(),
+        "REMOTE_ADDR=127.0.0.1".into(),
+        "REQUEST_URI=/echo.php/extra/path?a=1&b=2".into(),
+        "HTTP_X_TEST=yes".into(),
+    ] {
+        assert!(
+            text.lines().any(|l| l == want),
+            "missing {want:?} in:\n{text}"
+        );
+    }
+    let (_, h, _) = curl_i(&[&srv.url("/echo.php")]);
+    assert_eq!(get_header(&h, "x-powered"), Some("fpm"));
+    // A POST upload of several MiB, checked by hash.
+    let upload: Vec<u8> = (0..6 * 1024 * 1024u32)
+        .map(|i| (i.wrapping_mul(2654435761) >> 24) as u8)
+        .collect();
+    let file = site.join("upload.bin");
+    std::fs::write(&file, &upload).unwrap();
+    let out = curl(&[
+        "--data-binary",
+        &format!("@{}", file.display()),
+        "-H",
+        "Content-Type: application/octet-stream",
+        &srv.url("/upload.php"),
+    ]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("{} {}", upload.len(), sha256_hex(&upload))
+    );
+    // Chunked uploads (no Content-Length) are read first, then sent with one.
+    let out = curl(&[
+        "-H",
+        "Transfer-Encoding: chunked",
+        "--data-binary",
+        "hello",
+        &srv.url("/upload.php"),
+    ]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("5 {}", sha256_hex(b"hello"))
+    );
+    // A streamed response: the first bytes arrive well before the last.
+    let out = curl(&[
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{time_starttransfer} %{time_total} %{size_download}",
+        &srv.url("/stream.php"),
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let f: Vec<f64> = text.split(' ').map(|x| x.parse().unwrap()).collect();
+    assert!(f[1] - f[0] > 0.5, "not streamed: {text}");
+    assert!(f[2] > 50_000.0, "{text}");
+    // A script that exits early.
+    let (st, _, body) = curl_i(&[&srv.url("/exit.php")]);
+    assert_eq!((st, body.as_slice()), (418, &b"partial"[..]));
+    // Static files beside the scripts are still served by skiff.
+    assert_eq!(curl(&[&srv.url("/static.txt")]).stdout, b"served by skiff");
+}
+
+#[test]
+fn php_fpm_over_tcp() {
+    let site = php_site();
+    let port = free_port();
+    let _fpm = php_fpm(site.path(), &format!("127.0.0.1:{port}"));
+    let config = write_config(
+        site.path(),
+        &php_config(site.path(), &format!("127.0.0.1:{port}")),
+    );
+    let srv = Server::run_config(&config);
+    check_php(&srv, site.path());
+    // Backend stderr reaches the error log.
+    assert_eq!(curl(&[&srv.url("/stderr.php")]).stdout, b"ok");
+    let end = Instant::now() + Duration::from_secs(5);
+    while !srv.stderr_text().contains("skiff-stderr-marker") && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        srv.stderr_text().contains("skiff-stderr-marker"),
+        "{}",
+        srv.stderr_text()
+    );
+    assert!(
+        srv.metric("skiff_upstream_requests_total{pool=\"php\",code=\"200\"}")
+            .unwrap()
+            >= 3.0
+    );
+}
+
+#[test]
+fn php_fpm_over_a_unix_socket() {
+    let site = php_site();
+    let sock = site.path().join("fpm.sock");
+    let _fpm = php_fpm(site.path(), sock.to_str().unwrap());
+    let config = write_config(
+        site.path(),
+        &php_config(site.path(), &format!("unix:{}", sock.display())),
+    );
+    let srv = Server::run_config(&config);
+    check_php(&srv, site.path());
+}
+
+const WSGI_APP: &str = r#"
+def application(environ, start_response):
+    n = int(environ.get('CONTENT_LENGTH') or 0)
+    body = environ['wsgi.input'].read(n) if n else b''
+    out = ("method=%s\npath=%s\nquery=%s\nlen=%d\nscript=%s\n" % (
+        environ['REQUEST_METHOD'], environ['PATH_INFO'], environ['QUERY_STRING'], len(body), environ.get('SCRIPT_NAME', ''))).encode()
+    start_response('201 Created', [('Content-Type', 'text/plain'), ('X-App', 'wsgi')])
+    return [out]
+"#;
+
+#[test]
+fn uwsgi_plain_wsgi_and_scgi_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("app.py"), WSGI_APP).unwrap();
+    let (up, sp) = (free_port(), free_port());
+    let app = dir.path().join("app.py");
+    let _a = uwsgi(
+        &[
+            "--socket",
+            &format!("127.0.0.1:{up}"),
+            "--wsgi-file",
+            app.to_str().unwrap(),
+        ],
+        &format!("127.0.0.1:{up}"),
+    );
+    let _b = uwsgi(
+        &[
+            "--scgi-socket",
+            &format!("127.0.0.1:{sp}"),
+            "--wsgi-file",
+            app.to_str().unwrap(),
+        ],
+        &format!("127.0.0.1:{sp}"),
+    );
+    let config = write_config(
+        dir.path(),
+        &format!(
+            "virtual_servers:\n  - name: py\n    default: true\n    root: .\n    rules:\n      - match: {{ prefix: /scgi/ }}\n        action: {{ scgi: {{ pool: scgi }} }}\n      - action: {{ uwsgi: {{ pool: wsgi }} }}\npools:\n  - {{ name: wsgi, protocol: uwsgi, endpoints: [\"127.0.0.1:{up}\"] }}\n  - {{ name: scgi, protocol: scgi, endpoints: [\"127.0.0.1:{sp}\"] }}\n"
+        ),
+    );
+    let srv = Server::run_config(&config);
+    let (st, h, body) = curl_i(&["--data-binary", "twelve bytes", &srv.url("/some/where?x=1")]);
+    let text = String::from_utf8_lossy(&body).into_owned();
+    assert_eq!(st, 201, "{text}");
+    assert_eq!(get_header(&h, "x-app"), Some("wsgi"));
+    assert!(
+        text.contains("method=POST\npath=/some/where\nquery=x=1\nlen=12\nscript=\n"),
+        "{text}"
+    );
+    let (st, _, body) = curl_i(&[&srv.url("/scgi/path")]);
+    let text = String::from_utf8_lossy(&body).into_owned();
+    assert_eq!(st, 201, "{text}");
+    assert!(text.contains("method=GET\npath=/scgi/path\n"), "{text}");
+}
+
+#[test]
+fn django_login_get_and_post_with_csrf() {
+    let dir = tempfile::tempdir().unwrap();
+    let site = dir.path().join("mysite");
+    std::fs::create_dir_all(&site).unwrap();
+    std::fs::write(site.join("__init__.py"), "").unwrap();
+    std::fs::write(
+        site.join("settings.py"),
+        "SECRET_KEY = 'skiff-test'\nDEBUG = False\nALLOWED_HOSTS = ['*']\nROOT_URLCONF = 'mysite.urls'\nINSTALLED_APPS = []\nMIDDLEWARE = ['django.middleware.csrf.CsrfViewMiddleware']\nTEMPLATES = [{'BACKEND': 'django.template.backends.django.DjangoTemplates', 'DIRS': [], 'OPTIONS': {'context_processors': ['django.template.context_processors.csrf']}}]\nDATABASES = {}\nUSE_TZ = True\n",
+    )
+    .unwrap();
+    std::fs::write(
+        site.join("urls.py"),
+        "from django.urls import path\nfrom django.http import HttpResponse\nfrom django.template import engines\nfrom django.views.decorators.csrf import ensure_csrf_cookie\n\n@ensure_csrf_cookie\ndef login(request):\n    if request.method == 'POST':\n        return HttpResponse('welcome ' + request.POST.get('user', ''))\n    form = engines['django'].from_string('<form method=\"post\">{% csrf_token %}<input name=\"user\"></form>')\n    return HttpResponse(form.render({}, request))\n\nurlpatterns = [path('login', login)]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        site.join("wsgi.py"),
+        "import os\nos.environ.setdefault('DJANGO_SETTINGS_MODULE', 'mysite.settings')\nfrom django.core.wsgi import get_wsgi_application\napplication = get_wsgi_application()\n",
+    )
+    .unwrap();
+    let port = free_port();
+    // Django rejects a POST without a CSRF cookie before reading its body; uWSGI then closes
+    // a socket with unread bytes, and the kernel's RST discards the rest of the response.
+    // --post-buffering (uWSGI's advice) reads the body first.
+    let _django = uwsgi(
+        &[
+            "--post-buffering",
+            "65536",
+            "--socket",
+            &format!("127.0.0.1:{port}"),
+            "--chdir",
+            dir.path().to_str().unwrap(),
+            "--module",
+            "mysite.wsgi:application",
+        ],
+        &format!("127.0.0.1:{port}"),
+    );
+    let config = write_config(
+        dir.path(),
+        &format!("virtual_servers:\n  - name: django\n    default: true\n    root: .\n    rules:\n      - action: {{ uwsgi: {{ pool: django }} }}\npools:\n  - {{ name: django, protocol: uwsgi, endpoints: [\"127.0.0.1:{port}\"] }}\n"),
+    );
+    let srv = Server::run_config(&config);
+    let (st, h, body) = curl_i(&[&srv.url("/login")]);
+    let page = String::from_utf8_lossy(&body).into_owned();
+    assert_eq!(st, 200, "{page}");
+    let cookie = h
+        .iter()
+        .filter(|(k, _)| k == "set-cookie")
+        .find_map(|(_, v)| v.strip_prefix("csrftoken="))
+        .and_then(|v| v.split(';').next())
+        .expect("a csrftoken cookie")
+        .to_owned();
+    let token = page
+        .split("name=\"csrfmiddlewaretoken\" value=\"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .expect(&page)
+        .to_owned();
+    let (st, _, body) = curl_i(&[
+        "-H",
+        &format!("Cookie: csrftoken={cookie}"),
+        "--data",
+        &format!("csrfmiddlewaretoken={token}&user=bob"),
+        &srv.url("/login"),
+    ]);
+    assert_eq!(
+        (st, String::from_utf8_lossy(&body).as_ref()),
+        (200, "welcome bob")
+    );
+    let (st, _, _) = curl_i(&["--data", "user=mallory", &srv.url("/login")]);
+    assert_eq!(st, 403, "CSRF is enforced");
+}
+
+const ECHO_SERVER: &str = r#"
+import http.server, sys
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = 'HTTP/1.1'
+    def answer(self):
+        n = int(self.headers.get('Content-Length') or 0)
+        body = self.rfile.read(n)
+        lines = ['%s %s' % (self.command, self.path), 'name=' + sys.argv[2]]
+        lines += ['%s: %s' % (k.lower(), v) for k, v in self.headers.items()]
+        lines.append('body-len=%d' % len(body))
+        out = ('\n'.join(lines) + '\n').encode()
+        self.send_response(200)
+        self.send_header('Content-Type', 'text/plain')
+        self.send_header('Content-Length', str(len(out)))
+        self.send_header('Connection', 'keep-alive')
+        self.send_header('X-Hop', 'kept')
+        self.end_headers()
+        self.wfile.write(out)
+    do_GET = do_POST = do_PUT = answer
+    def log_message(self, *a): pass
+http.server.ThreadingHTTPServer(('127.0.0.1', int(sys.argv[1])), H).serve_forever()
+"#;
+
+fn echo_server(dir: &Path, name: &str) -> (Backend, u16) {
+    let script = dir.join("echo_server.py");
+    std::fs::write(&script, ECHO_SERVER).unwrap();
+    let port = free_port();
+    let child = Command::new("python3")
+        .arg(&script)
+        .arg(port.to_string())
+        .arg(name)
+        .spawn()
+        .unwrap();
+    wait_connect(&format!("127.0.0.1:{port}"));
+    (Backend(child), port)
+}
+
+#[test]
+fn http_proxy_forwards_headers_and_balances_round_robin() {
+    let dir = tempfile::tempdir().unwrap();
+    let backends: Vec<(Backend, u16)> = (0..3)
+        .map(|i| echo_server(dir.path(), &format!("b{i}")))
+        .collect();
+    let endpoints: Vec<String> = backends
+        .iter()
+        .map(|(_, p)| format!("\"127.0.0.1:{p}\""))
+        .collect();
+    let config = write_config(
+        dir.path(),
+        &format!(
+            "virtual_servers:\n  - name: api\n    default: true\n    root: .\n    rules:\n      - action: {{ proxy: {{ pool: api }} }}\npools:\n  - {{ name: api, protocol: http, endpoints: [{}] }}\n",
+            endpoints.join(", ")
+        ),
+    );
+    let srv = Server::run_config(&config);
+    let out = curl(&[
+        "-H",
+        "Host: app.example.com",
+        "-H",
+        "Connection: keep-alive, X-Secret",
+        "-H",
+        "X-Secret: hop",
+        "--data",
+        "abc",
+        &srv.url("/v1/items?q=1"),
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(text.starts_with("POST /v1/items?q=1\n"), "{text}");
+    assert!(text.contains("\nhost: app.example.com\n"), "{text}");
+    assert!(text.contains("\nx-forwarded-for: 127.0.0.1\n"), "{text}");
+    assert!(text.contains("\nx-forwarded-proto: http\n"), "{text}");
+    assert!(
+        text.contains("\nx-forwarded-host: app.example.com\n"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("x-secret"),
+        "hop-by-hop headers named in Connection are dropped: {text}"
+    );
+    assert!(text.contains("body-len=3"), "{text}");
+    let mut counts = std::collections::HashMap::new();
+    for _ in 0..30 {
+        let out = curl(&[&srv.url("/")]);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let name = text
+            .lines()
+            .find_map(|l| l.strip_prefix("name="))
+            .unwrap()
+            .to_owned();
+        *counts.entry(name).or_insert(0) += 1;
+    }
+    assert_eq!(counts.len(), 3, "{counts:?}");
+    assert!(
+        counts.values().all(|&n| n == 10),
+        "round robin spreads evenly: {counts:?}"
+    );
+}
+
+/// A TCP listener that accepts and then does `what` with each connection.
+fn fake_endpoint(what: &'static str) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut s) = stream else { continue };
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 65536];
+                let _ = s.read(&mut buf);
+                match what {
+                    "hang" => std::thread::sleep(Duration::from_secs(30)),
+                    _ => {
+                        let _ = s.write_all(b"\x00\x01 this is not FastCGI at all\r\n\r\n");
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+#[test]
+fn failures_give_502_504_and_failover() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_good, good) = echo_server(dir.path(), "good");
+    let down = free_port(); // nothing listens there
+    let hang = fake_endpoint("hang");
+    let garbage = fake_endpoint("garbage");
+    let config = write_config(
+        dir.path(),
+        &format!(
+            "virtual_servers:\n  - name: f\n    default: true\n    root: .\n    rules:\n      - match: {{ prefix: /down }}\n        action: {{ proxy: {{ pool: down }} }}\n      - match: {{ prefix: /hang }}\n        action: {{ fastcgi: {{ pool: hang }} }}\n      - match: {{ prefix: /garbage }}\n        action: {{ fastcgi: {{ pool: garbage }} }}\n      - match: {{ prefix: /failover }}\n        action: {{ proxy: {{ pool: mixed }} }}\npools:\n  - {{ name: down, protocol: http, endpoints: [\"127.0.0.1:{down}\"] }}\n  - {{ name: hang, protocol: fastcgi, endpoints: [\"127.0.0.1:{hang}\"], read_timeout: 500ms }}\n  - {{ name: garbage, protocol: fastcgi, endpoints: [\"127.0.0.1:{garbage}\"] }}\n  - {{ name: mixed, protocol: http, endpoints: [\"127.0.0.1:{down}\", \"127.0.0.1:{good}\"], max_fails: 1 }}\n"
+        ),
+    );
+    let srv = Server::run_config(&config);
+    assert_eq!(curl_i(&[&srv.url("/down")]).0, 502);
+    let t = Instant::now();
+    assert_eq!(curl_i(&[&srv.url("/hang")]).0, 504);
+    assert!(t.elapsed() < Duration::from_secs(5));
+    assert_eq!(curl_i(&[&srv.url("/garbage")]).0, 502);
+    let end = Instant::now() + Duration::from_secs(5);
+    while !srv.stderr_text().contains("pool=\"garbage\"") && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        srv.stderr_text().contains("pool=\"garbage\""),
+        "the log names the pool: {}",
+        srv.stderr_text()
+    );
+    // One endpoint down: every request still succeeds, on the other.
+    for _ in 0..6 {
+        let (st, _, body) = curl_i(&[&srv.url("/failover")]);
+        assert_eq!(st, 200, "{}", String::from_utf8_lossy(&body));
+    }
+    assert!(
+        srv.metric("skiff_upstream_failures_total{pool=\"hang\",reason=\"timeout\"}")
+            .unwrap()
+            >= 1.0
+    );
+}
