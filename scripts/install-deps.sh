@@ -5,8 +5,10 @@
 set -euo pipefail
 
 need_apt=()
-for tool in curl strace wrk; do
-  command -v "$tool" >/dev/null 2>&1 || need_apt+=("$tool")
+for tool in curl strace wrk ss; do
+  if ! command -v "$tool" >/dev/null 2>&1; then
+    case "$tool" in ss) need_apt+=(iproute2) ;; *) need_apt+=("$tool") ;; esac
+  fi
 done
 # Real backends for the pool tests: php-fpm, uWSGI with Python 3, and Django (Debian's,
 # which matches Debian's uWSGI Python plugin).

@@ -581,3 +581,67 @@ fn failures_give_502_504_and_failover() {
             >= 1.0
     );
 }
+
+fn established_to(port: u16) -> usize {
+    let out = Command::new("ss")
+        .args([
+            "-Htn",
+            "state",
+            "established",
+            "dport",
+            &format!("= :{port}"),
+        ])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).lines().count()
+}
+
+#[test]
+fn fastcgi_keepalive_reuses_one_connection() {
+    let site = php_site();
+    let port = free_port();
+    // Four children: a kept connection pins one, the others stay free.
+    let conf = site.path().join("fpm4.conf");
+    let _fpm = {
+        std::fs::write(
+            &conf,
+            format!(
+                "[global]\npid = {d}/fpm4.pid\nerror_log = {d}/fpm4.log\ndaemonize = no\n[www]\nlisten = 127.0.0.1:{port}\npm = static\npm.max_children = 4\n",
+                d = site.path().display()
+            ),
+        )
+        .unwrap();
+        let child = Command::new(php_fpm_binary())
+            .args(["-F", "-R", "-n", "-y"])
+            .arg(&conf)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        wait_connect(&format!("127.0.0.1:{port}"));
+        Backend(child)
+    };
+    let config = write_config(
+        site.path(),
+        &php_config(site.path(), &format!("127.0.0.1:{port}"))
+            .replace("read_timeout: 5s }", "read_timeout: 5s, keepalive: 1 }")
+            .replace("threads: 2", "threads: 1"),
+    );
+    let text = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("threads: 2", "threads: 1");
+    std::fs::write(&config, text).unwrap();
+    let srv = Server::run_config(&config);
+    for _ in 0..20 {
+        assert!(
+            String::from_utf8_lossy(&curl(&[&srv.url("/echo.php")]).stdout)
+                .contains("REQUEST_METHOD=GET")
+        );
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(
+        established_to(port),
+        1,
+        "one kept connection served all twenty requests"
+    );
+}

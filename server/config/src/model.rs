@@ -587,6 +587,13 @@ pub struct Pool {
     /// Requests in flight to this pool at most; beyond, 503 at once.
     #[serde(default = "default_max_active")]
     pub max_active_requests: usize,
+    /// FastCGI connections kept open for reuse (the keep-conn flag), per serving thread and endpoint; 0 turns reuse off. Each kept connection holds one backend worker (php-fpm serves one connection per child), so keep this below the backend's worker count divided by skiff's threads.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub keepalive: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// Endpoint choice.

@@ -73,6 +73,9 @@ pub fn validate(cfg: &Config) -> Vec<Issue> {
         if pool.max_fails == 0 {
             c.fail(format!("{p}.max_fails"), "must be at least 1");
         }
+        if pool.keepalive > 0 && pool.protocol != PoolProtocol::Fastcgi {
+            c.fail(format!("{p}.keepalive"), "connection reuse is for FastCGI pools (HTTP pools always reuse; uwsgi and SCGI cannot)");
+        }
         if pool.max_active_requests == 0 {
             c.fail(format!("{p}.max_active_requests"), "must be at least 1");
         }

@@ -66,6 +66,9 @@ enum Failure {
     Io(io::Error),
     #[error("request body over {0} bytes")]
     TooLarge(u64),
+    /// A kept connection turned out closed before answering.
+    #[error("kept connection was closed")]
+    Stale,
 }
 
 impl Failure {
@@ -76,6 +79,7 @@ impl Failure {
             Failure::Protocol(_) => "protocol",
             Failure::Io(_) => "io",
             Failure::TooLarge(_) => "body_too_large",
+            Failure::Stale => "stale",
         }
     }
 }
@@ -260,15 +264,42 @@ async fn cgi(
             extra: params,
         },
     );
+    // FastCGI keep-conn: an idle connection first. It may have been closed by the backend
+    // meanwhile; a buffered request then goes again on a fresh one (nothing was answered).
+    if pool.protocol == PoolProtocol::Fastcgi {
+        if let RequestBody::Buffered(b) = &body {
+            if let Some(i) = pool.pick(Some(peer.ip()), &[]) {
+                if let Some(idle) = pool.take_idle(i) {
+                    pool.assign(slot, i);
+                    let again = RequestBody::Buffered(b.clone());
+                    match fastcgi_exchange(pool, i, idle, &env, again, length).await {
+                        Err(Failure::Stale) => {}
+                        other => {
+                            return finish(pool, i, pool.endpoints[i].address.to_string(), other)
+                        }
+                    }
+                }
+            }
+        }
+    }
     let (idx, conn) = connect(pool, slot, peer.ip()).await?;
     let endpoint = pool.endpoints[idx].address.to_string();
     let result = match pool.protocol {
-        PoolProtocol::Fastcgi => fastcgi_exchange(pool, conn, &env, body, length).await,
+        PoolProtocol::Fastcgi => fastcgi_exchange(pool, idx, conn, &env, body, length).await,
         PoolProtocol::Uwsgi | PoolProtocol::Scgi => {
             stream_exchange(pool, conn, &env, body, length).await
         }
         PoolProtocol::Http => unreachable!("validated: cgi actions use cgi pools"),
     };
+    finish(pool, idx, endpoint, result)
+}
+
+fn finish(
+    pool: &Pool,
+    idx: usize,
+    endpoint: String,
+    result: Result<Response<UpstreamBody>, Failure>,
+) -> Result<Response<UpstreamBody>, (Failure, String)> {
     match result {
         Ok(r) => {
             pool.report_success(idx);
@@ -316,7 +347,8 @@ async fn send_body(
 }
 
 async fn fastcgi_exchange(
-    pool: &Pool,
+    pool: &Arc<Pool>,
+    idx: usize,
     conn: Conn,
     env: &[(Vec<u8>, Vec<u8>)],
     body: RequestBody,
@@ -324,24 +356,52 @@ async fn fastcgi_exchange(
 ) -> Result<Response<UpstreamBody>, Failure> {
     let (mut rd, mut wr) = tokio::io::split(conn);
     let mut out = BytesMut::with_capacity(4096);
-    fastcgi::encode_begin(&mut out, 1, false);
+    let keep_conn = pool.keepalive > 0;
+    fastcgi::encode_begin(&mut out, 1, keep_conn);
     fastcgi::encode_params(&mut out, 1, env.iter().map(|(k, v)| (&k[..], &v[..])))
         .map_err(|e| Failure::Protocol(e.to_string()))?;
-    within(pool.send_timeout, wr.write_all(&out)).await?;
-    send_body(pool, &mut wr, body, length, |chunk| {
-        let mut b = BytesMut::with_capacity(chunk.len() + 16);
-        fastcgi::encode_stdin(&mut b, 1, chunk);
-        b.freeze()
-    })
-    .await?;
-    out.clear();
-    fastcgi::encode_stdin(&mut out, 1, &[]);
-    within(pool.send_timeout, wr.write_all(&out)).await?;
+    // A buffered body goes in the same write as the head: one syscall per request.
+    let body = match body {
+        RequestBody::Buffered(b) => {
+            if !b.is_empty() {
+                fastcgi::encode_stdin(&mut out, 1, &b);
+            }
+            fastcgi::encode_stdin(&mut out, 1, &[]);
+            None
+        }
+        stream => Some(stream),
+    };
+    let stale = |f: Failure| match f {
+        Failure::Io(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset
+            ) =>
+        {
+            Failure::Stale
+        }
+        other => other,
+    };
+    within(pool.send_timeout, wr.write_all(&out))
+        .await
+        .map_err(stale)?;
+    if let Some(body) = body {
+        send_body(pool, &mut wr, body, length, |chunk| {
+            let mut b = BytesMut::with_capacity(chunk.len() + 16);
+            fastcgi::encode_stdin(&mut b, 1, chunk);
+            b.freeze()
+        })
+        .await?;
+        out.clear();
+        fastcgi::encode_stdin(&mut out, 1, &[]);
+        within(pool.send_timeout, wr.write_all(&out)).await?;
+    }
 
     let mut dec = fastcgi::Decoder::new(1);
     let mut rbuf = BytesMut::with_capacity(16 * 1024);
     let mut stdout = BytesMut::new();
     let mut ended = false;
+    let mut received = false;
     let head = loop {
         while let Some(ev) = dec
             .decode(&mut rbuf)
@@ -361,16 +421,41 @@ async fn fastcgi_exchange(
                 "the application ended without a response head".into(),
             ));
         }
-        if within(pool.read_timeout, rd.read_buf(&mut rbuf)).await? == 0 {
-            return Err(Failure::Protocol(
-                "the connection closed before a response head".into(),
-            ));
+        match within(pool.read_timeout, rd.read_buf(&mut rbuf)).await {
+            Ok(0) if !received => return Err(Failure::Stale),
+            Ok(0) => {
+                return Err(Failure::Protocol(
+                    "the connection closed before a response head".into(),
+                ))
+            }
+            Ok(_) => received = true,
+            Err(f) if !received => return Err(stale(f)),
+            Err(f) => return Err(f),
         }
     };
     let first = stdout.split_off(head.consumed).freeze();
+    if ended && rbuf.is_empty() {
+        // The whole response is in hand (the usual case for small pages): send it with a
+        // Content-Length in one write, with no reader task and no chunked encoding.
+        if keep_conn {
+            pool.put_idle(idx, rd.unsplit(wr));
+        }
+        let mut headers = head.headers;
+        strip_hop_by_hop(&mut headers);
+        headers.insert(http::header::CONTENT_LENGTH, HeaderValue::from(first.len()));
+        let mut resp = Response::new(
+            http_body_util::Full::new(first)
+                .map_err(|never| match never {})
+                .boxed(),
+        );
+        *resp.status_mut() = head.status;
+        *resp.headers_mut() = headers;
+        return Ok(resp);
+    }
     let (tx, rx) = mpsc::channel::<io::Result<Bytes>>(8);
     let read_timeout = pool.read_timeout;
     let name = pool.name;
+    let keeper = pool.clone();
     tokio::spawn(async move {
         if !first.is_empty() && tx.send(Ok(first)).await.is_err() {
             return;
@@ -384,11 +469,13 @@ async fn fastcgi_exchange(
                             return; // the client went away: dropping the connection aborts
                         }
                     }
-                    Ok(Some(fastcgi::Event::Stderr(b))) => tracing::warn!(
-                        pool = name,
-                        "backend stderr: {}",
-                        String::from_utf8_lossy(&b).trim_end()
-                    ),
+                    Ok(Some(fastcgi::Event::Stderr(b))) => {
+                        tracing::warn!(
+                            pool = name,
+                            "backend stderr: {}",
+                            String::from_utf8_lossy(&b).trim_end()
+                        )
+                    }
                     Ok(Some(fastcgi::Event::End { .. })) => ended = true,
                     Ok(None) => break,
                     Err(e) => {
@@ -399,6 +486,10 @@ async fn fastcgi_exchange(
                 }
             }
             if ended {
+                // The request is complete and nothing is left over: keep the connection.
+                if keep_conn && rbuf.is_empty() {
+                    keeper.put_idle(idx, rd.unsplit(wr));
+                }
                 return;
             }
             match tokio::time::timeout(read_timeout, rd.read_buf(&mut rbuf)).await {

@@ -38,7 +38,21 @@ pub struct Endpoint {
     pub active: AtomicUsize,
 }
 
+/// Idle FastCGI connections kept open with the keep-conn flag, per worker thread: a
+/// tokio socket belongs to the runtime (worker) that registered it.
+
+thread_local! {
+    static IDLE: std::cell::RefCell<std::collections::HashMap<(u64, usize), Vec<Conn>>> =
+        std::cell::RefCell::new(std::collections::HashMap::new());
+}
+
+static NEXT_POOL_ID: AtomicU64 = AtomicU64::new(1);
+
 pub struct Pool {
+    /// Distinguishes this pool (and config generation) in the idle-connection cache.
+    id: u64,
+    /// Idle FastCGI connections kept per worker and endpoint (0: no reuse).
+    pub keepalive: usize,
     pub name: &'static str,
     pub protocol: PoolProtocol,
     pub endpoints: Vec<Endpoint>,
@@ -79,6 +93,8 @@ impl Drop for Slot<'_> {
 impl Pool {
     pub fn from_config(p: &skiff_config::Pool, name: &'static str) -> Pool {
         Pool {
+            id: NEXT_POOL_ID.fetch_add(1, Ordering::Relaxed),
+            keepalive: p.keepalive,
             name,
             protocol: p.protocol,
             endpoints: p
@@ -185,6 +201,29 @@ impl Pool {
         self.endpoints[i].fails.store(0, Ordering::Relaxed);
     }
 
+    /// An idle connection to endpoint `i` on this worker, if one is kept.
+    pub fn take_idle(&self, i: usize) -> Option<Conn> {
+        if self.keepalive == 0 {
+            return None;
+        }
+        IDLE.with(|m| m.borrow_mut().get_mut(&(self.id, i)).and_then(Vec::pop))
+    }
+
+    /// Keeps a connection for reuse by this worker.
+    pub fn put_idle(&self, i: usize, conn: Conn) {
+        IDLE.with(|m| {
+            let mut m = m.borrow_mut();
+            // Entries of pools from older config generations are dropped wholesale.
+            if m.len() > 256 {
+                m.retain(|(id, _), _| *id == self.id);
+            }
+            let list = m.entry((self.id, i)).or_default();
+            if list.len() < self.keepalive {
+                list.push(conn);
+            }
+        });
+    }
+
     pub async fn connect(&self, i: usize) -> io::Result<Conn> {
         let addr = &self.endpoints[i].address;
         let connect = async {
@@ -258,6 +297,7 @@ mod tests {
             send_timeout: Duration::from_secs(1),
             max_body_size: 1,
             max_active_requests: 2,
+            keepalive: 0,
         };
         Pool::from_config(&cfg, "p")
     }
