@@ -38,8 +38,8 @@ pub struct Endpoint {
     pub active: AtomicUsize,
 }
 
-/// Idle FastCGI connections kept open with the keep-conn flag, per worker thread: a
-/// tokio socket belongs to the runtime (worker) that registered it.
+// Idle FastCGI connections kept open with the keep-conn flag, per worker thread: a
+// tokio socket belongs to the runtime (worker) that registered it.
 
 thread_local! {
     static IDLE: std::cell::RefCell<std::collections::HashMap<(u64, usize), Vec<Conn>>> =
