@@ -409,6 +409,20 @@ pub fn serve(
             let s = shared.clone();
             let sampler: admin::Sampler = Arc::new(move || {
                 s.metrics.cache_bytes.set(s.cache.weight() as i64);
+                // Only the live generation's pools are reported.
+                s.metrics.upstream_endpoints.clear();
+                for pool in &s.app.load().pools {
+                    let up = (0..pool.endpoints.len()).filter(|&i| pool.is_up(i)).count();
+                    for (state, n) in [("up", up), ("down", pool.endpoints.len() - up)] {
+                        s.metrics
+                            .upstream_endpoints
+                            .get_or_create(&crate::metrics::PoolStateLabels {
+                                pool: pool.name,
+                                state,
+                            })
+                            .set(n as i64);
+                    }
+                }
             });
             tokio::spawn(admin::serve(
                 listener,

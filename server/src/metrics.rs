@@ -42,6 +42,12 @@ pub struct PoolReasonLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PoolStateLabels {
+    pub pool: &'static str,
+    pub state: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResultLabels {
     pub result: &'static str,
 }
@@ -74,6 +80,8 @@ pub struct Metrics {
     pub upstream_duration: Family<PoolLabels, Histogram, fn() -> Histogram>,
     pub upstream_active: Family<PoolLabels, Gauge>,
     pub upstream_failures: Family<PoolReasonLabels, Counter>,
+    /// Endpoints by passive-health state, sampled at scrape time.
+    pub upstream_endpoints: Family<PoolStateLabels, Gauge>,
 }
 
 /// Bounded method label.
@@ -183,6 +191,12 @@ impl Metrics {
             "Backend failures by reason: connect, timeout, protocol, io, queue_full, body_too_large",
             upstream_failures.clone(),
         );
+        let upstream_endpoints = Family::<PoolStateLabels, Gauge>::default();
+        registry.register(
+            "upstream_endpoints",
+            "Pool endpoints by state: up, or down after max_fails failures",
+            upstream_endpoints.clone(),
+        );
         registry.register(
             "build",
             "Build information",
@@ -207,6 +221,7 @@ impl Metrics {
             upstream_duration,
             upstream_active,
             upstream_failures,
+            upstream_endpoints,
         })
     }
 

@@ -23,6 +23,8 @@ use std::sync::Arc;
 pub struct App {
     /// A short hash of the configuration text, exported as `skiff_config_info{hash}`.
     pub hash: String,
+    /// The backend pools of this generation, for the endpoint-state gauge.
+    pub pools: Vec<Arc<crate::upstream::pool::Pool>>,
     vhosts: Vec<VirtualHost>,
     exact: HashMap<String, usize>,
     /// (suffix such as ".example.com", index), longest suffix first.
@@ -196,8 +198,11 @@ impl App {
             });
         }
         wildcards.sort_by_key(|(s, _)| std::cmp::Reverse(s.len()));
+        let mut pool_list: Vec<_> = pools.values().cloned().collect();
+        pool_list.sort_by_key(|p| p.name);
         Ok(App {
             hash,
+            pools: pool_list,
             vhosts,
             exact,
             wildcards,

@@ -8,3 +8,6 @@ pub mod pool;
 pub mod response;
 pub mod scgi;
 pub mod uwsgi;
+
+#[cfg(test)]
+mod robustness_tests;
