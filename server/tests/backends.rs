@@ -645,3 +645,88 @@ fn fastcgi_keepalive_reuses_one_connection() {
         "one kept connection served all twenty requests"
     );
 }
+
+const WS_ECHO: &str = r#"
+import socket, threading, hashlib, base64, sys
+GUID = '258EAFA5-E914-47DA-95CA-C5AB0DC85B11'
+def recvn(c, n):
+    b = b''
+    while len(b) < n:
+        part = c.recv(n - len(b))
+        if not part:
+            return None
+        b += part
+    return b
+def handle(c):
+    data = b''
+    while b'\r\n\r\n' not in data:
+        data += c.recv(4096)
+    lines = data.decode('latin1').split('\r\n')
+    key = [l.split(':', 1)[1].strip() for l in lines if l.lower().startswith('sec-websocket-key:')][0]
+    accept = base64.b64encode(hashlib.sha1((key + GUID).encode()).digest()).decode()
+    c.sendall(('HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n\r\n' % accept).encode())
+    while True:
+        hdr = recvn(c, 2)
+        if not hdr:
+            return
+        op, n, masked = hdr[0] & 0x0f, hdr[1] & 0x7f, hdr[1] & 0x80
+        mask = recvn(c, 4) if masked else b'\0\0\0\0'
+        payload = bytes(b ^ mask[i % 4] for i, b in enumerate(recvn(c, n)))
+        if op == 8:
+            c.sendall(b'\x88\x00')
+            return
+        reply = b'echo:' + payload
+        c.sendall(bytes([0x81, len(reply)]) + reply)
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(('127.0.0.1', int(sys.argv[1]))); s.listen(16)
+while True:
+    conn, _ = s.accept()
+    threading.Thread(target=handle, args=(conn,), daemon=True).start()
+"#;
+
+#[test]
+fn websocket_upgrades_pass_through_the_http_proxy() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("ws_echo.py");
+    std::fs::write(&script, WS_ECHO).unwrap();
+    let port = free_port();
+    let _ws = Backend(
+        Command::new("python3")
+            .arg(&script)
+            .arg(port.to_string())
+            .spawn()
+            .unwrap(),
+    );
+    wait_connect(&format!("127.0.0.1:{port}"));
+    let config = write_config(
+        dir.path(),
+        &format!("virtual_servers:\n  - name: ws\n    default: true\n    root: .\n    rules:\n      - action: {{ proxy: {{ pool: ws }} }}\npools:\n  - {{ name: ws, protocol: http, endpoints: [\"127.0.0.1:{port}\"] }}\n"),
+    );
+    let srv = Server::run_config(&config);
+    let mut s = std::net::TcpStream::connect(srv.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(b"GET /chat HTTP/1.1\r\nHost: t\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n").unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        s.read_exact(&mut byte).unwrap();
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
+    assert!(head.starts_with("http/1.1 101"), "{head}");
+    assert!(
+        head.contains("sec-websocket-accept: s3pplmbitxaq9kygzzhzrbk+xoo="),
+        "{head}"
+    );
+    for word in ["hello", "again"] {
+        let mask = [1u8, 2, 3, 4];
+        let mut frame = vec![0x81, 0x80 | word.len() as u8];
+        frame.extend_from_slice(&mask);
+        frame.extend(word.bytes().enumerate().map(|(i, b)| b ^ mask[i % 4]));
+        s.write_all(&frame).unwrap();
+        let mut reply = vec![0u8; 2 + 5 + word.len()];
+        s.read_exact(&mut reply).unwrap();
+        assert_eq!(&reply[..2], &[0x81, (5 + word.len()) as u8]);
+        assert_eq!(&reply[2..], format!("echo:{word}").as_bytes());
+    }
+}

@@ -650,6 +650,40 @@ impl http_body::Body for ChannelBody {
     }
 }
 
+/// The Upgrade token of a request that asks for one (`Connection: upgrade`).
+fn upgrade_token(headers: &HeaderMap) -> Option<HeaderValue> {
+    let asks = headers
+        .get_all(http::header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| {
+            v.split(',')
+                .any(|t| t.trim().eq_ignore_ascii_case("upgrade"))
+        });
+    asks.then(|| headers.get(http::header::UPGRADE).cloned())
+        .flatten()
+}
+
+/// Copies bytes both ways between the upgraded client and backend connections.
+async fn splice(
+    client: hyper::upgrade::OnUpgrade,
+    backend: hyper::upgrade::OnUpgrade,
+    pool: &'static str,
+) {
+    let (client, backend) = match tokio::try_join!(client, backend) {
+        Ok(pair) => pair,
+        Err(e) => {
+            tracing::warn!(pool, error = %e, "upgrade failed");
+            return;
+        }
+    };
+    let mut client = hyper_util::rt::TokioIo::new(client);
+    let mut backend = hyper_util::rt::TokioIo::new(backend);
+    if let Err(e) = tokio::io::copy_bidirectional(&mut client, &mut backend).await {
+        tracing::debug!(pool, error = %e, "upgraded connection ended");
+    }
+}
+
 type HttpClient = hyper_util::client::legacy::Client<
     hyper_util::client::legacy::connect::HttpConnector,
     UpstreamBody,
@@ -669,7 +703,7 @@ fn client() -> &'static HttpClient {
 async fn proxy(
     pool: &Pool,
     slot: &mut super::pool::Slot<'_>,
-    parts: http::request::Parts,
+    mut parts: http::request::Parts,
     body: Incoming,
     peer: SocketAddr,
     host: Option<&HeaderValue>,
@@ -678,6 +712,13 @@ async fn proxy(
         matches!(parts.method, Method::GET | Method::HEAD | Method::OPTIONS)
             && body.is_end_stream();
     let mut body = Some(body.map_err(io::Error::other).boxed());
+    // A protocol upgrade (WebSocket): the Upgrade and Connection headers go through, and
+    // on a 101 both sides' connections are spliced together.
+    let upgrade = upgrade_token(&parts.headers);
+    let client_upgrade = upgrade
+        .is_some()
+        .then(|| parts.extensions.remove::<hyper::upgrade::OnUpgrade>())
+        .flatten();
     let mut tried = Vec::new();
     loop {
         let Some(i) = pool.pick(Some(peer.ip()), &tried) else {
@@ -709,6 +750,13 @@ async fn proxy(
         let headers = req.headers_mut();
         *headers = parts.headers.clone();
         strip_hop_by_hop(headers);
+        if let Some(proto) = &upgrade {
+            headers.insert(
+                http::header::CONNECTION,
+                HeaderValue::from_static("upgrade"),
+            );
+            headers.insert(http::header::UPGRADE, proto.clone());
+        }
         let client_host = parts.headers.get(http::header::HOST).cloned();
         if let Some(h) = host {
             headers.insert(http::header::HOST, h.clone());
@@ -742,8 +790,31 @@ async fn proxy(
                 return Err((Failure::Connect(io::Error::other(e.to_string())), endpoint));
             }
             Ok(Err(e)) => return Err((Failure::Protocol(e.to_string()), endpoint)),
-            Ok(Ok(resp)) => {
+            Ok(Ok(mut resp)) => {
                 pool.report_success(i);
+                if resp.status() == StatusCode::SWITCHING_PROTOCOLS {
+                    if let (Some(client), Some(proto)) = (client_upgrade, upgrade) {
+                        let backend = hyper::upgrade::on(&mut resp);
+                        tokio::spawn(splice(client, backend, pool.name));
+                        let mut out = Response::new(
+                            http_body_util::Empty::new()
+                                .map_err(|never| match never {})
+                                .boxed(),
+                        );
+                        *out.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+                        *out.headers_mut() = resp.headers().clone();
+                        out.headers_mut().insert(
+                            http::header::CONNECTION,
+                            HeaderValue::from_static("upgrade"),
+                        );
+                        out.headers_mut().insert(http::header::UPGRADE, proto);
+                        return Ok(out);
+                    }
+                    return Err((
+                        Failure::Protocol("backend switched protocols unasked".into()),
+                        endpoint,
+                    ));
+                }
                 let (mut head, incoming) = resp.into_parts();
                 strip_hop_by_hop(&mut head.headers);
                 return Ok(Response::from_parts(
