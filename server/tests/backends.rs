@@ -730,3 +730,57 @@ fn websocket_upgrades_pass_through_the_http_proxy() {
         assert_eq!(&reply[2..], format!("echo:{word}").as_bytes());
     }
 }
+
+#[test]
+fn killing_a_backend_under_load_fails_only_requests_in_flight_to_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut backends: Vec<(Backend, u16)> = (0..3)
+        .map(|i| echo_server(dir.path(), &format!("k{i}")))
+        .collect();
+    let endpoints: Vec<String> = backends
+        .iter()
+        .map(|(_, p)| format!("\"127.0.0.1:{p}\""))
+        .collect();
+    let config = write_config(
+        dir.path(),
+        &format!(
+            "access_log: {{ format: off }}\nvirtual_servers:\n  - name: api\n    default: true\n    root: .\n    rules:\n      - action: {{ proxy: {{ pool: api }} }}\npools:\n  - {{ name: api, protocol: http, endpoints: [{}], max_fails: 1, fail_timeout: 30s }}\n",
+            endpoints.join(", ")
+        ),
+    );
+    let srv = Server::run_config(&config);
+    let wrk = Command::new("wrk")
+        .args(["-t1", "-c8", "-d4s", &srv.url("/")])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("wrk is installed by scripts/install-deps.sh");
+    std::thread::sleep(Duration::from_millis(1500));
+    drop(backends.remove(1)); // kill one backend mid-run
+    let out = wrk.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let total: u64 = text
+        .split(" requests in")
+        .next()
+        .and_then(|t| t.split_whitespace().last())
+        .and_then(|n| n.parse().ok())
+        .expect(&text);
+    let non2xx: u64 = text
+        .split("Non-2xx or 3xx responses: ")
+        .nth(1)
+        .and_then(|t| t.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    let socket_errors = text.contains("Socket errors");
+    assert!(total > 100, "{text}"); // the Python backends manage a few hundred per second
+                                    // At most one request per connection can have been in flight to the killed backend.
+    assert!(non2xx <= 8, "{non2xx} failures of {total}:\n{text}");
+    assert!(!socket_errors, "{text}");
+    // After the kill, traffic keeps flowing to the other two.
+    for _ in 0..10 {
+        assert_eq!(curl_i(&[&srv.url("/")]).0, 200);
+    }
+    assert_eq!(
+        srv.metric("skiff_upstream_endpoints{pool=\"api\",state=\"down\"}"),
+        Some(1.0)
+    );
+}
