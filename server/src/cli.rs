@@ -193,6 +193,7 @@ impl ServeArgs {
                 path: self.access_log_file.clone(),
             },
             trusted_proxies: vec![],
+            dns: Default::default(),
             unknown_host: Default::default(),
             virtual_servers: vec![skiff_config::VirtualServer {
                 name: "default".into(),
@@ -363,7 +364,15 @@ pub fn serve(
     let settings = settings_for(&cfg, tuning)?;
     let cache = Arc::new(FileCache::new(settings.cache.clone()));
     let roots = RootRegistry::default();
-    let app = App::build(&cfg, base, hash.clone(), &cache, &roots, &overrides)?;
+    // The control runtime exists first: building spawns DNS refresh tasks on it.
+    let control = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the control runtime: {e}"))?;
+    let app = {
+        let _in_runtime = control.enter();
+        App::build(&cfg, base, hash.clone(), &cache, &roots, &overrides)?
+    };
     let metrics = Metrics::new();
     metrics.config_loaded(&hash);
     let shutdown = ShutdownControl::new();
@@ -376,10 +385,6 @@ pub fn serve(
         permits: Arc::new(tokio::sync::Semaphore::new(settings.limits.max_connections)),
         settings,
     });
-    let control = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| format!("cannot start the control runtime: {e}"))?;
     let admin_listener = match shared.settings.admin_listen {
         Some(addr) => {
             let l = control

@@ -442,7 +442,8 @@ class H(http.server.BaseHTTPRequestHandler):
         self.wfile.write(out)
     do_GET = do_POST = do_PUT = answer
     def log_message(self, *a): pass
-http.server.ThreadingHTTPServer(('127.0.0.1', int(sys.argv[1])), H).serve_forever()
+host = sys.argv[3] if len(sys.argv) > 3 else '127.0.0.1'
+http.server.ThreadingHTTPServer((host, int(sys.argv[1])), H).serve_forever()
 "#;
 
 fn echo_server(dir: &Path, name: &str) -> (Backend, u16) {
@@ -782,5 +783,93 @@ fn killing_a_backend_under_load_fails_only_requests_in_flight_to_it() {
     assert_eq!(
         srv.metric("skiff_upstream_endpoints{pool=\"api\",state=\"down\"}"),
         Some(1.0)
+    );
+}
+
+const DNS_SERVER: &str = r#"
+import socket, struct, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(('127.0.0.1', int(sys.argv[1])))
+while True:
+    data, addr = s.recvfrom(512)
+    i = 12
+    while data[i] != 0:
+        i += data[i] + 1
+    qtype = struct.unpack('>H', data[i + 1:i + 3])[0]
+    question = data[12:i + 5]
+    answers, count = b'', 0
+    if qtype == 1:
+        for ip in open(sys.argv[2]).read().split():
+            answers += b'\xc0\x0c' + struct.pack('>HHIH', 1, 1, 0, 4) + socket.inet_aton(ip)
+            count += 1
+    s.sendto(data[:2] + b'\x81\x80' + struct.pack('>HHHH', 1, count, 0, 0) + question + answers, addr)
+"#;
+
+#[test]
+fn dns_names_are_re_resolved_without_a_reload() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("echo_server.py"), ECHO_SERVER).unwrap();
+    let port = free_port();
+    let spawn_echo = |host: &str, name: &str| {
+        let child = Command::new("python3")
+            .arg(dir.path().join("echo_server.py"))
+            .args([&port.to_string(), name, host])
+            .spawn()
+            .unwrap();
+        wait_connect(&format!("{host}:{port}"));
+        Backend(child)
+    };
+    let _a = spawn_echo("127.0.0.1", "first");
+    let _b = spawn_echo("127.0.0.2", "second");
+    let answers = dir.path().join("answers");
+    std::fs::write(&answers, "127.0.0.1").unwrap();
+    std::fs::write(dir.path().join("dns.py"), DNS_SERVER).unwrap();
+    let dns_port = free_port();
+    let _dns = Backend(
+        Command::new("python3")
+            .arg(dir.path().join("dns.py"))
+            .arg(dns_port.to_string())
+            .arg(&answers)
+            .spawn()
+            .unwrap(),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let config = write_config(
+        dir.path(),
+        &format!(
+            "dns: {{ servers: [\"127.0.0.1:{dns_port}\"], refresh: 200ms }}\nvirtual_servers:\n  - name: api\n    default: true\n    root: .\n    rules:\n      - action: {{ proxy: {{ pool: api }} }}\npools:\n  - {{ name: api, protocol: http, endpoints: [\"api.skiff.test:{port}\"] }}\n"
+        ),
+    );
+    let srv = Server::run_config(&config);
+    let who = || {
+        let out = curl(&[&srv.url("/")]);
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .find_map(|l| l.strip_prefix("name="))
+            .unwrap_or("")
+            .to_owned()
+    };
+    let wait_for = |want: &dyn Fn(&std::collections::HashSet<String>) -> bool| {
+        let end = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < end {
+            let seen: std::collections::HashSet<String> = (0..6).map(|_| who()).collect();
+            if want(&seen) {
+                return seen;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("DNS change not picked up");
+    };
+    wait_for(&|s| s.len() == 1 && s.contains("first"));
+    // The name now points at the other backend: followed with no reload.
+    std::fs::write(&answers, "127.0.0.2").unwrap();
+    wait_for(&|s| s.len() == 1 && s.contains("second"));
+    // Two addresses: requests rotate over both.
+    std::fs::write(&answers, "127.0.0.1 127.0.0.2").unwrap();
+    wait_for(&|s| s.len() == 2);
+    assert_eq!(
+        srv.metric("skiff_config_reloads_total{result=\"success\"}"),
+        None,
+        "no reload happened"
     );
 }

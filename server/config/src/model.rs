@@ -28,6 +28,9 @@ pub struct Config {
     /// The access log, written to stdout.
     #[serde(default)]
     pub access_log: AccessLogConfig,
+    /// How pool endpoints given by host name are resolved.
+    #[serde(default)]
+    pub dns: DnsConfig,
     /// Proxies (CIDRs) whose `X-Forwarded-For` is believed when finding the client address.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub trusted_proxies: Vec<String>,
@@ -131,6 +134,34 @@ fn default_keepalive_timeout() -> Duration {
 }
 fn default_max_connections() -> usize {
     10_000
+}
+
+/// DNS for pool endpoints. A name (a Kubernetes headless Service, say) is resolved again
+/// every `refresh`, and requests rotate over all its addresses, so pods come and go with
+/// no reload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DnsConfig {
+    /// Name servers (`IP:PORT`); empty means the system's (/etc/resolv.conf).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub servers: Vec<String>,
+    /// How often names are resolved again.
+    #[serde(default = "default_dns_refresh", with = "humantime_serde")]
+    #[schemars(with = "String")]
+    pub refresh: Duration,
+}
+
+impl Default for DnsConfig {
+    fn default() -> Self {
+        DnsConfig {
+            servers: Vec::new(),
+            refresh: default_dns_refresh(),
+        }
+    }
+}
+
+fn default_dns_refresh() -> Duration {
+    Duration::from_secs(5)
 }
 
 /// Access log settings.

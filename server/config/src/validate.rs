@@ -56,6 +56,17 @@ pub fn validate(cfg: &Config) -> Vec<Issue> {
     if cfg.limits.max_connections == 0 {
         c.fail("limits.max_connections", "must be at least 1");
     }
+    for (i, server) in cfg.dns.servers.iter().enumerate() {
+        if server.parse::<std::net::SocketAddr>().is_err() {
+            c.fail(
+                format!("dns.servers[{i}]"),
+                format!("{server:?} is not an address; expected IP:PORT such as 10.96.0.10:53"),
+            );
+        }
+    }
+    if cfg.dns.refresh < std::time::Duration::from_millis(100) {
+        c.fail("dns.refresh", "must be at least 100ms");
+    }
     for (i, cidr) in cfg.trusted_proxies.iter().enumerate() {
         check_cidr(&mut c, &format!("trusted_proxies[{i}]"), cidr);
     }

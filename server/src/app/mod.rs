@@ -139,6 +139,12 @@ impl App {
                 )
             })
             .collect();
+        if !pools.is_empty() {
+            let resolver = Arc::new(crate::upstream::dns::resolver(&cfg.dns)?);
+            for pool in pools.values() {
+                pool.watch_dns(resolver.clone(), cfg.dns.refresh);
+            }
+        }
         let mut vhosts = Vec::with_capacity(cfg.virtual_servers.len());
         let mut exact = HashMap::new();
         let mut wildcards = Vec::new();

@@ -731,7 +731,11 @@ async fn proxy(
         pool.assign(slot, i);
         let endpoint = pool.endpoints[i].address.to_string();
         let target = parts.uri.path_and_query().map_or("/", |pq| pq.as_str());
-        let uri: http::Uri = format!("http://{endpoint}{target}").parse().map_err(|e| {
+        // Dial the resolved address in rotation (a headless Service's pods), not the name.
+        let authority = pool
+            .next_addr(i)
+            .map_or_else(|| endpoint.clone(), |a| a.to_string());
+        let uri: http::Uri = format!("http://{authority}{target}").parse().map_err(|e| {
             (
                 Failure::Protocol(format!("endpoint {endpoint}: {e}")),
                 endpoint.clone(),

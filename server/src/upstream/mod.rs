@@ -2,6 +2,7 @@
 //! `scgi`, `response`) have no I/O; `pool` is the endpoint policy; `handler` does the I/O.
 
 pub mod cgi_env;
+pub mod dns;
 pub mod fastcgi;
 pub mod handler;
 pub mod pool;

@@ -32,6 +32,10 @@ impl std::fmt::Display for Address {
 
 pub struct Endpoint {
     pub address: Address,
+    /// Addresses of a `host:port` endpoint: fixed for an IP literal, refreshed from DNS for
+    /// a name. Connections rotate over them; empty means "resolve on connect".
+    addrs: arc_swap::ArcSwap<Vec<std::net::SocketAddr>>,
+    rotate: AtomicUsize,
     fails: AtomicU32,
     first_fail_ms: AtomicU64,
     down_until_ms: AtomicU64,
@@ -105,6 +109,12 @@ impl Pool {
                         Some(path) => Address::Unix(PathBuf::from(path)),
                         None => Address::Tcp(e.clone()),
                     },
+                    addrs: arc_swap::ArcSwap::from_pointee(
+                        e.parse::<std::net::SocketAddr>()
+                            .map(|a| vec![a])
+                            .unwrap_or_default(),
+                    ),
+                    rotate: AtomicUsize::new(0),
                     fails: AtomicU32::new(0),
                     first_fail_ms: AtomicU64::new(0),
                     down_until_ms: AtomicU64::new(0),
@@ -224,13 +234,78 @@ impl Pool {
         });
     }
 
+    /// The next address of endpoint `i` in rotation, if it has resolved ones.
+    pub fn next_addr(&self, i: usize) -> Option<std::net::SocketAddr> {
+        let e = &self.endpoints[i];
+        let addrs = e.addrs.load();
+        (!addrs.is_empty()).then(|| addrs[e.rotate.fetch_add(1, Ordering::Relaxed) % addrs.len()])
+    }
+
+    /// Names (not IP literals) among the endpoints, with their indices.
+    fn named_endpoints(&self) -> Vec<(usize, String, u16)> {
+        self.endpoints
+            .iter()
+            .enumerate()
+            .filter_map(|(i, e)| match &e.address {
+                Address::Tcp(a) if a.parse::<std::net::SocketAddr>().is_err() => {
+                    let (host, port) = a.rsplit_once(':')?;
+                    Some((i, host.to_owned(), port.parse().ok()?))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Re-resolves named endpoints every `refresh`, until the pool (its config generation)
+    /// is gone. Runs on the current runtime; without one (as in `skiff check`), names are
+    /// resolved on each connection instead.
+    pub fn watch_dns(
+        self: &std::sync::Arc<Self>,
+        resolver: std::sync::Arc<hickory_resolver::TokioResolver>,
+        refresh: Duration,
+    ) {
+        let named = self.named_endpoints();
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        if named.is_empty() {
+            return;
+        }
+        tracing::info!(pool = self.name, names = named.len(), every = ?refresh, "resolving endpoint names by DNS");
+        let weak = std::sync::Arc::downgrade(self);
+        handle.spawn(async move {
+            loop {
+                let Some(pool) = weak.upgrade() else { return };
+                for (i, host, port) in &named {
+                    match resolver.lookup_ip(host.as_str()).await {
+                        Ok(ips) => {
+                            let mut addrs: Vec<std::net::SocketAddr> = ips.iter().map(|ip| (ip, *port).into()).collect();
+                            addrs.sort();
+                            if **pool.endpoints[*i].addrs.load() != addrs {
+                                tracing::info!(pool = pool.name, endpoint = host.as_str(), addresses = ?addrs, "endpoint addresses changed");
+                                pool.endpoints[*i].addrs.store(std::sync::Arc::new(addrs));
+                            }
+                        }
+                        Err(e) => tracing::warn!(pool = pool.name, endpoint = host.as_str(), error = %e, "DNS lookup failed; keeping the last addresses"),
+                    }
+                }
+                drop(pool);
+                tokio::time::sleep(refresh).await;
+            }
+        });
+    }
+
     pub async fn connect(&self, i: usize) -> io::Result<Conn> {
         let addr = &self.endpoints[i].address;
+        let resolved = self.next_addr(i);
         let connect = async {
             match addr {
                 Address::Unix(p) => UnixStream::connect(p).await.map(Conn::Unix),
                 Address::Tcp(a) => {
-                    let s = TcpStream::connect(a.as_str()).await?;
+                    let s = match resolved {
+                        Some(sa) => TcpStream::connect(sa).await?,
+                        None => TcpStream::connect(a.as_str()).await?,
+                    };
                     let _ = s.set_nodelay(true);
                     Ok(Conn::Tcp(s))
                 }
