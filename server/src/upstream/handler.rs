@@ -433,24 +433,33 @@ async fn fastcgi_exchange(
             Err(f) => return Err(f),
         }
     };
-    let first = stdout.split_off(head.consumed).freeze();
+    let mut body_so_far = stdout.split_off(head.consumed);
+    // The rest of a small response is often already here: take it without waiting.
+    while !ended {
+        match read_ready(&mut rd, &mut rbuf) {
+            Some(Ok(n)) if n > 0 => {
+                while let Some(ev) = dec
+                    .decode(&mut rbuf)
+                    .map_err(|e| Failure::Protocol(e.to_string()))?
+                {
+                    match ev {
+                        fastcgi::Event::Stdout(b) => body_so_far.extend_from_slice(&b),
+                        fastcgi::Event::Stderr(b) => log_stderr(pool, &b),
+                        fastcgi::Event::End { .. } => ended = true,
+                    }
+                }
+            }
+            _ => break,
+        }
+    }
+    let first = body_so_far.freeze();
     if ended && rbuf.is_empty() {
-        // The whole response is in hand (the usual case for small pages): send it with a
-        // Content-Length in one write, with no reader task and no chunked encoding.
+        // The whole response is in hand (the usual case for small pages): one write with a
+        // Content-Length, no reader task and no chunked encoding.
         if keep_conn {
             pool.put_idle(idx, rd.unsplit(wr));
         }
-        let mut headers = head.headers;
-        strip_hop_by_hop(&mut headers);
-        headers.insert(http::header::CONTENT_LENGTH, HeaderValue::from(first.len()));
-        let mut resp = Response::new(
-            http_body_util::Full::new(first)
-                .map_err(|never| match never {})
-                .boxed(),
-        );
-        *resp.status_mut() = head.status;
-        *resp.headers_mut() = headers;
-        return Ok(resp);
+        return Ok(whole(head.status, head.headers, first));
     }
     let (tx, rx) = mpsc::channel::<io::Result<Bytes>>(8);
     let read_timeout = pool.read_timeout;
@@ -551,7 +560,17 @@ async fn stream_exchange(
             ));
         }
     };
-    let first = buf.split_off(head.consumed).freeze();
+    let mut body = buf.split_off(head.consumed);
+    // uwsgi and SCGI end a response by closing: if the close is already here, the response
+    // is complete and goes out whole.
+    loop {
+        match read_ready(&mut rd, &mut body) {
+            Some(Ok(0)) => return Ok(whole(head.status, head.headers, body.freeze())),
+            Some(Ok(_)) => continue,
+            _ => break,
+        }
+    }
+    let first = body.freeze();
     let (tx, rx) = mpsc::channel::<io::Result<Bytes>>(8);
     let read_timeout = pool.read_timeout;
     tokio::spawn(async move {
@@ -585,6 +604,43 @@ async fn stream_exchange(
         }
     });
     Ok(respond(head.status, head.headers, rx))
+}
+
+/// Reads what the socket already holds, without waiting: `Some(Ok(0))` is EOF, `None`
+/// means nothing more is there yet. Lets a response that arrived whole go out whole.
+fn read_ready<R: tokio::io::AsyncRead + Unpin>(
+    r: &mut R,
+    buf: &mut BytesMut,
+) -> Option<io::Result<usize>> {
+    let start = buf.len();
+    buf.resize(start + 16 * 1024, 0);
+    let mut cx = Context::from_waker(std::task::Waker::noop());
+    let mut rb = tokio::io::ReadBuf::new(&mut buf[start..]);
+    let result = match Pin::new(r).poll_read(&mut cx, &mut rb) {
+        Poll::Ready(Ok(())) => Some(Ok(rb.filled().len())),
+        Poll::Ready(Err(e)) => Some(Err(e)),
+        Poll::Pending => None,
+    };
+    let n = match &result {
+        Some(Ok(n)) => *n,
+        _ => 0,
+    };
+    buf.truncate(start + n);
+    result
+}
+
+/// A response whose body is complete in memory: sent with a Content-Length in one write.
+fn whole(status: StatusCode, mut headers: HeaderMap, body: Bytes) -> Response<UpstreamBody> {
+    strip_hop_by_hop(&mut headers);
+    headers.insert(http::header::CONTENT_LENGTH, HeaderValue::from(body.len()));
+    let mut resp = Response::new(
+        http_body_util::Full::new(body)
+            .map_err(|never| match never {})
+            .boxed(),
+    );
+    *resp.status_mut() = status;
+    *resp.headers_mut() = headers;
+    resp
 }
 
 fn log_stderr(pool: &Pool, b: &[u8]) {
