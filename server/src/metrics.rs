@@ -42,6 +42,13 @@ pub struct PoolReasonLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PoolPhaseLabels {
+    pub pool: &'static str,
+    /// `first_byte` (the response head) or `total` (the last body byte).
+    pub phase: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PoolStateLabels {
     pub pool: &'static str,
     pub state: &'static str,
@@ -77,7 +84,7 @@ pub struct Metrics {
     /// 1 for the hash of the configuration being served (one series at a time).
     pub config_info: Family<HashLabels, Gauge>,
     pub upstream_requests: Family<PoolCodeLabels, Counter>,
-    pub upstream_duration: Family<PoolLabels, Histogram, fn() -> Histogram>,
+    pub upstream_duration: Family<PoolPhaseLabels, Histogram, fn() -> Histogram>,
     pub upstream_active: Family<PoolLabels, Gauge>,
     pub upstream_failures: Family<PoolReasonLabels, Counter>,
     /// Endpoints by passive-health state, sampled at scrape time.
@@ -176,7 +183,7 @@ impl Metrics {
             Family::new_with_constructor(duration_histogram as fn() -> Histogram);
         registry.register(
             "upstream_duration_seconds",
-            "Time from sending a request to a pool until its response head",
+            "Time from sending a request to a pool until its response head (phase=first_byte) and its last body byte (phase=total)",
             upstream_duration.clone(),
         );
         let upstream_active = Family::<PoolLabels, Gauge>::default();
@@ -249,8 +256,12 @@ impl Metrics {
         self.upstream_requests
             .get_or_create(&PoolCodeLabels { pool, code })
             .inc();
+        self.upstream_phase(pool, "first_byte", seconds);
+    }
+
+    pub fn upstream_phase(&self, pool: &'static str, phase: &'static str, seconds: f64) {
         self.upstream_duration
-            .get_or_create(&PoolLabels { pool })
+            .get_or_create(&PoolPhaseLabels { pool, phase })
             .observe(seconds);
     }
 

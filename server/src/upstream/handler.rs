@@ -127,7 +127,7 @@ pub async fn run(
     req: Request<Incoming>,
     peer: SocketAddr,
     local_port: u16,
-    metrics: &Metrics,
+    metrics: &Arc<Metrics>,
 ) -> Response<UpstreamBody> {
     let pool = &call.upstream.pool;
     let labels = crate::metrics::PoolLabels { pool: pool.name };
@@ -170,7 +170,52 @@ pub async fn run(
         resp.status().as_u16(),
         start.elapsed().as_secs_f64(),
     );
-    resp
+    // The total is taken when the body's last frame is sent (at once for whole bodies).
+    if resp.body().size_hint().exact().is_some() {
+        metrics.upstream_phase(pool.name, "total", start.elapsed().as_secs_f64());
+        return resp;
+    }
+    let (head, body) = resp.into_parts();
+    let timed = TimedBody {
+        inner: body,
+        start,
+        pool: pool.name,
+        metrics: metrics.clone(),
+        done: false,
+    };
+    Response::from_parts(head, timed.boxed())
+}
+
+/// Records `skiff_upstream_duration_seconds{phase="total"}` when a streamed body ends.
+struct TimedBody {
+    inner: UpstreamBody,
+    start: Instant,
+    pool: &'static str,
+    metrics: Arc<Metrics>,
+    done: bool,
+}
+
+impl http_body::Body for TimedBody {
+    type Data = Bytes;
+    type Error = io::Error;
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, io::Error>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        if matches!(polled, Poll::Ready(None)) && !self.done {
+            self.done = true;
+            self.metrics
+                .upstream_phase(self.pool, "total", self.start.elapsed().as_secs_f64());
+        }
+        polled
+    }
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
 }
 
 /// Connects to an endpoint, trying others on connect errors (nothing has been sent then,
