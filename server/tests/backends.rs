@@ -873,3 +873,87 @@ fn dns_names_are_re_resolved_without_a_reload() {
         "no reload happened"
     );
 }
+
+#[test]
+fn ip_hash_and_least_conn_balancing_through_the_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let backends: Vec<(Backend, u16)> = (0..3)
+        .map(|i| echo_server(dir.path(), &format!("h{i}")))
+        .collect();
+    let endpoints: Vec<String> = backends
+        .iter()
+        .map(|(_, p)| format!("\"127.0.0.1:{p}\""))
+        .collect();
+    let config = write_config(
+        dir.path(),
+        &format!(
+            "virtual_servers:\n  - name: api\n    default: true\n    root: .\n    rules:\n      - match: {{ prefix: /sticky }}\n        action: {{ proxy: {{ pool: sticky }} }}\n      - action: {{ proxy: {{ pool: least }} }}\npools:\n  - {{ name: sticky, protocol: http, balance: ip_hash, endpoints: [{e}] }}\n  - {{ name: least, protocol: http, balance: least_conn, endpoints: [{e}] }}\n",
+            e = endpoints.join(", ")
+        ),
+    );
+    let srv = Server::run_config(&config);
+    let name = |path: &str, iface: &str| {
+        let out = curl(&["--interface", iface, &srv.url(path)]);
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .find_map(|l| l.strip_prefix("name="))
+            .unwrap()
+            .to_owned()
+    };
+    // ip_hash: one client address always reaches the same backend.
+    let first = name("/sticky", "127.0.0.1");
+    assert!((0..12).all(|_| name("/sticky", "127.0.0.1") == first));
+    // Different client addresses spread out.
+    let spread: std::collections::HashSet<String> = (2..40)
+        .map(|i| name("/sticky", &format!("127.0.0.{i}")))
+        .collect();
+    assert!(spread.len() >= 2, "{spread:?}");
+    // least_conn with sequential requests (none in flight): ties go to the first endpoint.
+    assert!((0..6).all(|_| name("/", "127.0.0.1") == "h0"));
+}
+
+#[test]
+fn a_client_that_leaves_cancels_the_backend_request() {
+    let site = php_site();
+    std::fs::write(
+        site.path().join("long.php"),
+        "<?php for ($i = 0; $i < 50; $i++) { echo str_repeat('x', 4000), \"\\n\"; flush(); file_put_contents(__DIR__ . '/progress.txt', \"$i\\n\", FILE_APPEND); usleep(100000); }",
+    )
+    .unwrap();
+    let port = free_port();
+    let _fpm = php_fpm(site.path(), &format!("127.0.0.1:{port}"));
+    let config = write_config(
+        site.path(),
+        &php_config(site.path(), &format!("127.0.0.1:{port}")),
+    );
+    let srv = Server::run_config(&config);
+    // Read a little, then hang up.
+    let _ = Command::new("curl")
+        .args([
+            "-s",
+            "--max-time",
+            "0.5",
+            "-o",
+            "/dev/null",
+            &srv.url("/long.php"),
+        ])
+        .status();
+    let progress = || {
+        std::fs::read_to_string(site.path().join("progress.txt"))
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    std::thread::sleep(Duration::from_millis(1500));
+    let after = progress();
+    std::thread::sleep(Duration::from_millis(1000));
+    assert_eq!(
+        progress(),
+        after,
+        "the script kept running after the client left"
+    );
+    assert!(
+        after < 25,
+        "{after} steps: it should have stopped soon after 0.5 s"
+    );
+}
