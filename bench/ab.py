@@ -25,32 +25,16 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from benchlib import cpu_seconds, free_port, wait_port  # noqa: E402
 SKIFF = os.path.join(HERE, "..", "target", "release", "skiff")
 PAYLOAD = b"<p>featherweight static edge benchmark payload</p>\n" * 2048
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
-def wait_port(port, timeout=10.0):
-    end = time.time() + timeout
-    while time.time() < end:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return True
-        except OSError:
-            time.sleep(0.05)
-    return False
 
 
-def cpu_seconds(pid):
-    hz = os.sysconf("SC_CLK_TCK")
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / hz
 
 
 def run_once(root, extra, name, conns, seconds):

@@ -20,6 +20,8 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from benchlib import cpu_seconds, free_port, wait_port  # noqa: E402
 SKIFF = os.path.join(HERE, "..", "target", "release", "skiff")
 
 PHP_PAGE = """<?php
@@ -61,35 +63,10 @@ application = get_wsgi_application()
 """
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
-def wait_port(port, timeout=20.0):
-    end = time.time() + timeout
-    while time.time() < end:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return True
-        except OSError:
-            time.sleep(0.05)
-    return False
 
 
-def cpu_seconds(pid):
-    hz = os.sysconf("SC_CLK_TCK")
-    total = 0.0
-    pids = [pid] + [int(p) for p in subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()]
-    for p in pids:
-        try:
-            with open(f"/proc/{p}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / hz
-        except OSError:
-            pass
-    return total
 
 
 def start(cmd, **kw):

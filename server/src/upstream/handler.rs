@@ -546,8 +546,8 @@ async fn fastcgi_exchange(
                 }
                 return;
             }
-            match tokio::time::timeout(read_timeout, rd.read_buf(&mut rbuf)).await {
-                Ok(Ok(0)) => {
+            match read_within(&mut rd, &mut rbuf, read_timeout).await {
+                Ok(0) => {
                     let _ = tx
                         .send(Err(io::Error::new(
                             io::ErrorKind::UnexpectedEof,
@@ -556,18 +556,9 @@ async fn fastcgi_exchange(
                         .await;
                     return;
                 }
-                Ok(Ok(_)) => {}
-                Ok(Err(e)) => {
+                Ok(_) => {}
+                Err(e) => {
                     let _ = tx.send(Err(e)).await;
-                    return;
-                }
-                Err(_) => {
-                    let _ = tx
-                        .send(Err(io::Error::new(
-                            io::ErrorKind::TimedOut,
-                            "backend read timed out",
-                        )))
-                        .await;
                     return;
                 }
             }
@@ -625,30 +616,36 @@ async fn stream_exchange(
         }
         loop {
             let mut chunk = BytesMut::with_capacity(32 * 1024);
-            match tokio::time::timeout(read_timeout, rd.read_buf(&mut chunk)).await {
-                Ok(Ok(0)) => return,
-                Ok(Ok(_)) => {
+            match read_within(&mut rd, &mut chunk, read_timeout).await {
+                Ok(0) => return,
+                Ok(_) => {
                     if tx.send(Ok(chunk.freeze())).await.is_err() {
                         return;
                     }
                 }
-                Ok(Err(e)) => {
+                Err(e) => {
                     let _ = tx.send(Err(e)).await;
-                    return;
-                }
-                Err(_) => {
-                    let _ = tx
-                        .send(Err(io::Error::new(
-                            io::ErrorKind::TimedOut,
-                            "backend read timed out",
-                        )))
-                        .await;
                     return;
                 }
             }
         }
     });
     Ok(respond(head.status, head.headers, rx))
+}
+
+/// One read from the backend within `timeout`; running out of time is a TimedOut error.
+async fn read_within<R: tokio::io::AsyncRead + Unpin>(
+    rd: &mut R,
+    buf: &mut BytesMut,
+    timeout: std::time::Duration,
+) -> io::Result<usize> {
+    match tokio::time::timeout(timeout, rd.read_buf(buf)).await {
+        Ok(r) => r,
+        Err(_) => Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            "backend read timed out",
+        )),
+    }
 }
 
 /// Reads what the socket already holds, without waiting: `Some(Ok(0))` is EOF, `None`
