@@ -17,10 +17,60 @@ pub struct CgiContext<'a> {
     pub extra: &'a [(String, String)],
 }
 
-/// The variables, as (name, value) byte strings.
-pub fn environment(parts: &Parts, cx: &CgiContext<'_>) -> Vec<(Vec<u8>, Vec<u8>)> {
-    let mut env: Vec<(Vec<u8>, Vec<u8>)> = Vec::with_capacity(32 + parts.headers.len());
-    let mut set = |k: &str, v: &[u8]| env.push((k.as_bytes().to_vec(), v.to_vec()));
+/// CGI variables, stored in one byte buffer with spans: two allocations for the whole
+/// environment rather than two per variable.
+#[derive(Debug, Default)]
+pub struct Env {
+    bytes: Vec<u8>,
+    /// (name start, name end, value end); a removed variable has name start == usize::MAX.
+    spans: Vec<(usize, usize, usize)>,
+}
+
+impl Env {
+    pub fn with_capacity(vars: usize) -> Env {
+        Env {
+            bytes: Vec::with_capacity(vars * 32),
+            spans: Vec::with_capacity(vars),
+        }
+    }
+
+    pub fn push(&mut self, name: &[u8], value: &[u8]) {
+        let start = self.bytes.len();
+        self.bytes.extend_from_slice(name);
+        let mid = self.bytes.len();
+        self.bytes.extend_from_slice(value);
+        self.spans.push((start, mid, self.bytes.len()));
+    }
+
+    /// Sets a variable, replacing any earlier value.
+    pub fn set(&mut self, name: &[u8], value: &[u8]) {
+        for i in 0..self.spans.len() {
+            let (s, m, _) = self.spans[i];
+            if s != usize::MAX && &self.bytes[s..m] == name {
+                self.spans[i].0 = usize::MAX;
+            }
+        }
+        self.push(name, value);
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        self.spans
+            .iter()
+            .filter(|(s, ..)| *s != usize::MAX)
+            .map(|&(s, m, e)| (&self.bytes[s..m], &self.bytes[m..e]))
+    }
+
+    pub fn get(&self, name: &str) -> Option<&[u8]> {
+        self.iter()
+            .find(|(n, _)| *n == name.as_bytes())
+            .map(|(_, v)| v)
+    }
+}
+
+/// The variables.
+pub fn environment(parts: &Parts, cx: &CgiContext<'_>) -> Env {
+    let mut env = Env::with_capacity(24 + parts.headers.len());
+    let mut set = |k: &str, v: &[u8]| env.push(k.as_bytes(), v);
     let (script_name, path_info) = split_script(cx.path, cx.php_split, cx.index);
     let root = cx.document_root.trim_end_matches('/');
     set("GATEWAY_INTERFACE", b"CGI/1.1");
@@ -38,7 +88,10 @@ pub fn environment(parts: &Parts, cx: &CgiContext<'_>) -> Vec<(Vec<u8>, Vec<u8>)
     set("QUERY_STRING", parts.uri.query().unwrap_or("").as_bytes());
     set("DOCUMENT_ROOT", root.as_bytes());
     set("SCRIPT_NAME", script_name.as_bytes());
-    set("SCRIPT_FILENAME", format!("{root}{script_name}").as_bytes());
+    let mut filename = String::with_capacity(root.len() + script_name.len());
+    filename.push_str(root);
+    filename.push_str(&script_name);
+    set("SCRIPT_FILENAME", filename.as_bytes());
     set("PATH_INFO", path_info.as_bytes());
     if !path_info.is_empty() && cx.php_split {
         set("PATH_TRANSLATED", format!("{root}{path_info}").as_bytes());
@@ -63,27 +116,26 @@ pub fn environment(parts: &Parts, cx: &CgiContext<'_>) -> Vec<(Vec<u8>, Vec<u8>)
         "CONTENT_LENGTH",
         cx.content_length.unwrap_or(0).to_string().as_bytes(),
     );
+    let mut key = Vec::with_capacity(64);
     for (name, value) in parts.headers.iter() {
         let n = name.as_str();
         // httpoxy: a client's Proxy header must never become HTTP_PROXY.
         if n == "content-type" || n == "content-length" || n == "proxy" {
             continue;
         }
-        let key: String = "HTTP_"
-            .chars()
-            .chain(n.chars().map(|c| {
-                if c == '-' {
-                    '_'
-                } else {
-                    c.to_ascii_uppercase()
-                }
-            }))
-            .collect();
-        set(&key, value.as_bytes());
+        key.clear();
+        key.extend_from_slice(b"HTTP_");
+        key.extend(n.bytes().map(|b| {
+            if b == b'-' {
+                b'_'
+            } else {
+                b.to_ascii_uppercase()
+            }
+        }));
+        env.push(&key, value.as_bytes());
     }
     for (k, v) in cx.extra {
-        env.retain(|(ek, _)| ek != k.as_bytes());
-        env.push((k.as_bytes().to_vec(), v.as_bytes().to_vec()));
+        env.set(k.as_bytes(), v.as_bytes());
     }
     env
 }
@@ -157,11 +209,7 @@ mod tests {
             extra: &extra,
         };
         let env = environment(&parts, &cx);
-        let get = |k: &str| {
-            env.iter()
-                .find(|(n, _)| n == k.as_bytes())
-                .map(|(_, v)| String::from_utf8(v.clone()).unwrap())
-        };
+        let get = |k: &str| env.get(k).map(|v| String::from_utf8(v.to_vec()).unwrap());
         assert_eq!(get("SCRIPT_FILENAME").as_deref(), Some("/srv/app/app.php"));
         assert_eq!(get("SCRIPT_NAME").as_deref(), Some("/app.php"));
         assert_eq!(get("PATH_INFO").as_deref(), Some("/extra"));

@@ -65,27 +65,28 @@ fn put_len(buf: &mut Vec<u8>, len: usize) {
     }
 }
 
-/// The PARAMS stream, including its empty terminating record.
+/// The PARAMS stream, including its empty terminating record. Pairs are written straight
+/// into the record being built: no allocation per parameter.
 pub fn encode_params<'a>(
     out: &mut BytesMut,
     id: u16,
     params: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
 ) -> Result<(), FastcgiError> {
-    let mut chunk: Vec<u8> = Vec::with_capacity(1024);
+    let len_of = |n: usize| if n < 128 { 1 } else { 4 };
+    let mut chunk: Vec<u8> = Vec::with_capacity(2048);
     for (name, value) in params {
-        let mut pair = Vec::with_capacity(name.len() + value.len() + 8);
-        put_len(&mut pair, name.len());
-        put_len(&mut pair, value.len());
-        pair.extend_from_slice(name);
-        pair.extend_from_slice(value);
-        if pair.len() > MAX_CONTENT {
-            return Err(FastcgiError::ParamTooLarge(pair.len()));
+        let pair_len = len_of(name.len()) + len_of(value.len()) + name.len() + value.len();
+        if pair_len > MAX_CONTENT {
+            return Err(FastcgiError::ParamTooLarge(pair_len));
         }
-        if chunk.len() + pair.len() > MAX_CONTENT {
+        if chunk.len() + pair_len > MAX_CONTENT {
             record(out, PARAMS, id, &chunk);
             chunk.clear();
         }
-        chunk.extend_from_slice(&pair);
+        put_len(&mut chunk, name.len());
+        put_len(&mut chunk, value.len());
+        chunk.extend_from_slice(name);
+        chunk.extend_from_slice(value);
     }
     if !chunk.is_empty() {
         record(out, PARAMS, id, &chunk);

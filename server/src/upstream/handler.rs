@@ -395,7 +395,7 @@ async fn fastcgi_exchange(
     pool: &Arc<Pool>,
     idx: usize,
     conn: Conn,
-    env: &[(Vec<u8>, Vec<u8>)],
+    env: &super::cgi_env::Env,
     body: RequestBody,
     length: u64,
 ) -> Result<Response<UpstreamBody>, Failure> {
@@ -403,7 +403,7 @@ async fn fastcgi_exchange(
     let mut out = BytesMut::with_capacity(4096);
     let keep_conn = pool.keepalive > 0;
     fastcgi::encode_begin(&mut out, 1, keep_conn);
-    fastcgi::encode_params(&mut out, 1, env.iter().map(|(k, v)| (&k[..], &v[..])))
+    fastcgi::encode_params(&mut out, 1, env.iter())
         .map_err(|e| Failure::Protocol(e.to_string()))?;
     // A buffered body goes in the same write as the head: one syscall per request.
     let body = match body {
@@ -571,12 +571,12 @@ async fn fastcgi_exchange(
 async fn stream_exchange(
     pool: &Pool,
     conn: Conn,
-    env: &[(Vec<u8>, Vec<u8>)],
+    env: &super::cgi_env::Env,
     body: RequestBody,
     length: u64,
 ) -> Result<Response<UpstreamBody>, Failure> {
     let (mut rd, mut wr) = tokio::io::split(conn);
-    let vars = env.iter().map(|(k, v)| (&k[..], &v[..]));
+    let vars = env.iter();
     let packet = match pool.protocol {
         PoolProtocol::Uwsgi => {
             uwsgi::encode_request(vars).map_err(|e| Failure::Protocol(e.to_string()))?
@@ -654,21 +654,18 @@ fn read_ready<R: tokio::io::AsyncRead + Unpin>(
     r: &mut R,
     buf: &mut BytesMut,
 ) -> Option<io::Result<usize>> {
-    let start = buf.len();
-    buf.resize(start + 16 * 1024, 0);
+    // One poll of read_buf with a no-op waker: it reads into spare capacity without
+    // zero-filling, and a pending read simply means nothing more has arrived yet.
+    use std::future::Future;
+    if buf.capacity() - buf.len() < 4096 {
+        buf.reserve(16 * 1024);
+    }
     let mut cx = Context::from_waker(std::task::Waker::noop());
-    let mut rb = tokio::io::ReadBuf::new(&mut buf[start..]);
-    let result = match Pin::new(r).poll_read(&mut cx, &mut rb) {
-        Poll::Ready(Ok(())) => Some(Ok(rb.filled().len())),
-        Poll::Ready(Err(e)) => Some(Err(e)),
+    let mut read = std::pin::pin!(r.read_buf(buf));
+    match read.as_mut().poll(&mut cx) {
+        Poll::Ready(r) => Some(r),
         Poll::Pending => None,
-    };
-    let n = match &result {
-        Some(Ok(n)) => *n,
-        _ => 0,
-    };
-    buf.truncate(start + n);
-    result
+    }
 }
 
 /// A response whose body is complete in memory: sent with a Content-Length in one write.
