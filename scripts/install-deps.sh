@@ -5,9 +5,9 @@
 set -euo pipefail
 
 need_apt=()
-for tool in curl strace wrk ss; do
+for tool in curl strace wrk ss strip; do
   if ! command -v "$tool" >/dev/null 2>&1; then
-    case "$tool" in ss) need_apt+=(iproute2) ;; *) need_apt+=("$tool") ;; esac
+    case "$tool" in ss) need_apt+=(iproute2) ;; strip) need_apt+=(binutils) ;; *) need_apt+=("$tool") ;; esac
   fi
 done
 # Real backends for the pool tests: php-fpm, uWSGI with Python 3, and Django (Debian's,

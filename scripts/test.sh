@@ -10,6 +10,9 @@ echo "== generated docs are current"
 python3 scripts/config-reference.py --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
+echo "== the skiff image, built without Docker, checked"
+images/build.sh
+python3 images/check_image.py target/images/skiff.oci.tar
 echo "== cargo test"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
