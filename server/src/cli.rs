@@ -39,6 +39,13 @@ pub enum Command {
     Check(CheckArgs),
     /// Print the JSON Schema of the configuration file.
     ConfigSchema,
+    /// Copy a folder tree (for init containers filling an emptyDir from a content image).
+    CopyTree {
+        /// The folder to copy.
+        src: PathBuf,
+        /// Where to copy it (created if missing).
+        dst: PathBuf,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -297,6 +304,26 @@ pub fn main() -> i32 {
         Command::ConfigSchema => {
             print!("{}", skiff_config::json_schema());
             return 0;
+        }
+        Command::CopyTree { src, dst } => {
+            return match crate::copy_tree::copy_tree(&src, &dst) {
+                Ok(c) => {
+                    println!(
+                        "copied {} files ({} bytes), {} folders, {} symlinks from {} to {}",
+                        c.files,
+                        c.bytes,
+                        c.dirs,
+                        c.symlinks,
+                        src.display(),
+                        dst.display()
+                    );
+                    0
+                }
+                Err(e) => {
+                    eprintln!("skiff copy-tree: {e}");
+                    1
+                }
+            };
         }
     };
     match result {

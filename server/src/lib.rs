@@ -11,6 +11,7 @@ pub mod admin;
 pub mod app;
 pub mod cache;
 pub mod cli;
+pub mod copy_tree;
 pub mod fs;
 pub mod http;
 pub mod metrics;
