@@ -460,16 +460,22 @@ fn echo_server(dir: &Path, name: &str) -> (Backend, u16) {
     (Backend(child), port)
 }
 
-#[test]
-fn http_proxy_forwards_headers_and_balances_round_robin() {
-    let dir = tempfile::tempdir().unwrap();
+/// Three echo backends named PREFIX0..PREFIX2, and their endpoint list for a pool.
+fn echo_pool(dir: &Path, prefix: &str) -> (Vec<(Backend, u16)>, Vec<String>) {
     let backends: Vec<(Backend, u16)> = (0..3)
-        .map(|i| echo_server(dir.path(), &format!("b{i}")))
+        .map(|i| echo_server(dir, &format!("{prefix}{i}")))
         .collect();
-    let endpoints: Vec<String> = backends
+    let endpoints = backends
         .iter()
         .map(|(_, p)| format!("\"127.0.0.1:{p}\""))
         .collect();
+    (backends, endpoints)
+}
+
+#[test]
+fn http_proxy_forwards_headers_and_balances_round_robin() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_backends, endpoints) = echo_pool(dir.path(), "b");
     let config = write_config(
         dir.path(),
         &format!(
@@ -735,13 +741,7 @@ fn websocket_upgrades_pass_through_the_http_proxy() {
 #[test]
 fn killing_a_backend_under_load_fails_only_requests_in_flight_to_it() {
     let dir = tempfile::tempdir().unwrap();
-    let mut backends: Vec<(Backend, u16)> = (0..3)
-        .map(|i| echo_server(dir.path(), &format!("k{i}")))
-        .collect();
-    let endpoints: Vec<String> = backends
-        .iter()
-        .map(|(_, p)| format!("\"127.0.0.1:{p}\""))
-        .collect();
+    let (mut backends, endpoints) = echo_pool(dir.path(), "k");
     let config = write_config(
         dir.path(),
         &format!(
@@ -877,13 +877,7 @@ fn dns_names_are_re_resolved_without_a_reload() {
 #[test]
 fn ip_hash_and_least_conn_balancing_through_the_server() {
     let dir = tempfile::tempdir().unwrap();
-    let backends: Vec<(Backend, u16)> = (0..3)
-        .map(|i| echo_server(dir.path(), &format!("h{i}")))
-        .collect();
-    let endpoints: Vec<String> = backends
-        .iter()
-        .map(|(_, p)| format!("\"127.0.0.1:{p}\""))
-        .collect();
+    let (_backends, endpoints) = echo_pool(dir.path(), "h");
     let config = write_config(
         dir.path(),
         &format!(

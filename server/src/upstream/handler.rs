@@ -448,16 +448,7 @@ async fn fastcgi_exchange(
     let mut ended = false;
     let mut received = false;
     let head = loop {
-        while let Some(ev) = dec
-            .decode(&mut rbuf)
-            .map_err(|e| Failure::Protocol(e.to_string()))?
-        {
-            match ev {
-                fastcgi::Event::Stdout(b) => stdout.extend_from_slice(&b),
-                fastcgi::Event::Stderr(b) => log_stderr(pool, &b),
-                fastcgi::Event::End { .. } => ended = true,
-            }
-        }
+        ended |= drain_events(pool, &mut dec, &mut rbuf, &mut stdout)?;
         if let Some(head) = parse_head(&stdout).map_err(|e| Failure::Protocol(e.to_string()))? {
             break head;
         }
@@ -483,16 +474,7 @@ async fn fastcgi_exchange(
     while !ended {
         match read_ready(&mut rd, &mut rbuf) {
             Some(Ok(n)) if n > 0 => {
-                while let Some(ev) = dec
-                    .decode(&mut rbuf)
-                    .map_err(|e| Failure::Protocol(e.to_string()))?
-                {
-                    match ev {
-                        fastcgi::Event::Stdout(b) => body_so_far.extend_from_slice(&b),
-                        fastcgi::Event::Stderr(b) => log_stderr(pool, &b),
-                        fastcgi::Event::End { .. } => ended = true,
-                    }
-                }
+                ended |= drain_events(pool, &mut dec, &mut rbuf, &mut body_so_far)?;
             }
             _ => break,
         }
@@ -680,6 +662,28 @@ fn whole(status: StatusCode, mut headers: HeaderMap, body: Bytes) -> Response<Up
     *resp.status_mut() = status;
     *resp.headers_mut() = headers;
     resp
+}
+
+/// Decodes every whole record in `rbuf`: stdout into `into`, stderr to the log. Returns
+/// whether END_REQUEST was among them.
+fn drain_events(
+    pool: &Pool,
+    dec: &mut fastcgi::Decoder,
+    rbuf: &mut BytesMut,
+    into: &mut BytesMut,
+) -> Result<bool, Failure> {
+    let mut ended = false;
+    while let Some(ev) = dec
+        .decode(rbuf)
+        .map_err(|e| Failure::Protocol(e.to_string()))?
+    {
+        match ev {
+            fastcgi::Event::Stdout(b) => into.extend_from_slice(&b),
+            fastcgi::Event::Stderr(b) => log_stderr(pool, &b),
+            fastcgi::Event::End { .. } => ended = true,
+        }
+    }
+    Ok(ended)
 }
 
 fn log_stderr(pool: &Pool, b: &[u8]) {
