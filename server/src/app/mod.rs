@@ -83,7 +83,7 @@ struct Rule {
 pub struct Routed {
     pub reply: Reply,
     pub vhost: &'static str,
-    pub upstream: Option<crate::upstream::handler::Call>,
+    pub upstream: Option<Box<crate::upstream::handler::Call>>,
 }
 
 /// What a matched rule decided.
@@ -270,11 +270,11 @@ impl App {
                         return Routed {
                             reply: Reply::new(StatusCode::OK),
                             vhost: vh.name,
-                            upstream: Some(crate::upstream::handler::Call {
+                            upstream: Some(Box::new(crate::upstream::handler::Call {
                                 upstream: up,
                                 path: path.as_str().to_owned(),
                                 root: vh.root_text.clone(),
-                            }),
+                            })),
                         }
                     }
                 };
