@@ -271,17 +271,13 @@ fn settings_for(cfg: &Config, t: &TuningArgs) -> Result<Settings, String> {
 /// Runs the CLI; returns the process exit code.
 pub fn main() -> i32 {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .init();
+    init_logging();
     let result = match cli.command {
         Command::Serve(args) => (*args).into_config().and_then(|(cfg, overrides, tuning)| {
             let base = std::env::current_dir().map_err(|e| e.to_string())?;
-            let hash = skiff_config::config_hash(&skiff_config::to_yaml(&cfg));
+            // The command line identifies a zero-config server; rendering the config to YAML
+            // only to hash it would pull the YAML serializer into every start.
+            let hash = skiff_config::config_hash(&std::env::args().collect::<Vec<_>>().join(" "));
             serve(cfg, hash, &tuning, &base, overrides, None)
         }),
         Command::Run(args) => {
@@ -333,6 +329,23 @@ pub fn main() -> i32 {
             1
         }
     }
+}
+
+/// Diagnostics to stderr. `RUST_LOG` takes `LEVEL` or `target=LEVEL,...` (the Targets
+/// syntax: no regex engine, so nothing heavy is touched at startup); the default is info.
+fn init_logging() {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let filter = std::env::var("RUST_LOG")
+        .ok()
+        .and_then(|v| v.parse::<tracing_subscriber::filter::Targets>().ok())
+        .unwrap_or_else(|| {
+            tracing_subscriber::filter::Targets::new().with_default(tracing::Level::INFO)
+        });
+    tracing_subscriber::registry()
+        .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
+        .with(filter)
+        .init();
 }
 
 /// `skiff check`: what `run` would do up to serving, without listening.
