@@ -58,11 +58,16 @@ fn php_fpm_binary() -> PathBuf {
 
 /// Starts php-fpm listening on `listen` (host:port or a socket path).
 fn php_fpm(dir: &Path, listen: &str) -> Backend {
-    let conf = dir.join("fpm.conf");
+    php_fpm_with(dir, listen, 2)
+}
+
+/// php-fpm with `children` workers (pm = static).
+fn php_fpm_with(dir: &Path, listen: &str, children: usize) -> Backend {
+    let conf = dir.join(format!("fpm{children}.conf"));
     std::fs::write(
         &conf,
         format!(
-            "[global]\npid = {d}/fpm.pid\nerror_log = {d}/fpm.log\ndaemonize = no\n[www]\nlisten = {listen}\npm = static\npm.max_children = 2\nclear_env = no\ncatch_workers_output = yes\n",
+            "[global]\npid = {d}/fpm{children}.pid\nerror_log = {d}/fpm{children}.log\ndaemonize = no\n[www]\nlisten = {listen}\npm = static\npm.max_children = {children}\nclear_env = no\ncatch_workers_output = yes\n",
             d = dir.display()
         ),
     )
@@ -608,32 +613,13 @@ fn fastcgi_keepalive_reuses_one_connection() {
     let site = php_site();
     let port = free_port();
     // Four children: a kept connection pins one, the others stay free.
-    let conf = site.path().join("fpm4.conf");
-    let _fpm = {
-        std::fs::write(
-            &conf,
-            format!(
-                "[global]\npid = {d}/fpm4.pid\nerror_log = {d}/fpm4.log\ndaemonize = no\n[www]\nlisten = 127.0.0.1:{port}\npm = static\npm.max_children = 4\n",
-                d = site.path().display()
-            ),
-        )
-        .unwrap();
-        let child = Command::new(php_fpm_binary())
-            .args(["-F", "-R", "-n", "-y"])
-            .arg(&conf)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        wait_connect(&format!("127.0.0.1:{port}"));
-        Backend(child)
-    };
+    let _fpm = php_fpm_with(site.path(), &format!("127.0.0.1:{port}"), 4);
     let config = write_config(
         site.path(),
         &php_config(site.path(), &format!("127.0.0.1:{port}"))
-            .replace("read_timeout: 5s }", "read_timeout: 5s, keepalive: 1 }")
-            .replace("threads: 2", "threads: 1"),
+            .replace("read_timeout: 5s }", "read_timeout: 5s, keepalive: 1 }"),
     );
+    // One serving thread: one kept connection is expected.
     let text = std::fs::read_to_string(&config)
         .unwrap()
         .replace("threads: 2", "threads: 1");

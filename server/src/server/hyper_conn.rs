@@ -77,8 +77,9 @@ async fn handle(
         Version::HTTP_10 => "HTTP/1.0",
         _ => "HTTP/1.1",
     };
+    // The request view is built once; a pool request drops it before the parts move on.
+    let head = request_head(&parts, peer.ip());
     let (reply, vhost, upstream) = {
-        let head = request_head(&parts, peer.ip());
         if parts.version == Version::HTTP_11 && head.host.is_none() {
             (Reply::error(StatusCode::BAD_REQUEST), "unknown", None)
         } else if head.path == "*" {
@@ -93,6 +94,7 @@ async fn handle(
         }
     };
     if let Some(call) = upstream {
+        drop(head);
         let method = parts.method.clone();
         let target = parts
             .uri
@@ -143,7 +145,6 @@ async fn handle(
         });
         return resp;
     }
-    let head = request_head(&parts, peer.ip());
     let status = reply.status;
     let head_only = head.method == Method::HEAD;
     let body_len = reply.body.len();
