@@ -347,7 +347,10 @@ impl Conn<'_> {
             }
             (routed.reply, routed.vhost)
         };
-        let draining = self.shared.shutdown.phase() >= Phase::Stopping;
+        // From the moment /readyz fails, each response closes its connection: keep-alive
+        // clients (kube-proxy pins them to this pod) reconnect and reach a pod that stays,
+        // while this one still listens for the shutdown delay.
+        let draining = self.shared.shutdown.phase() >= Phase::Draining;
         let close = close || draining;
         let is_head = head.method == Method::HEAD;
         let sent = reply.body.len();

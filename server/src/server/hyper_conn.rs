@@ -4,7 +4,7 @@
 
 use super::body::ReplyBody;
 use super::rewind::Rewind;
-use super::shutdown::stopping;
+use super::shutdown::{stopping, Phase};
 use super::worker::{with_worker, Shared};
 use crate::access_log::LogRecord;
 use crate::http::reply::Reply;
@@ -43,7 +43,18 @@ pub async fn serve(io: Rewind<TcpStream>, peer: SocketAddr, local_port: u16, sha
     let service = service_fn(move |req| {
         let shared = svc_shared.clone();
         let remote = remote.clone();
-        async move { Ok::<_, Infallible>(handle(req, peer, local_port, &remote, &shared).await) }
+        async move {
+            let http1 = req.version() < Version::HTTP_2;
+            let mut response = handle(req, peer, local_port, &remote, &shared).await;
+            // As on the fast path: once /readyz fails, HTTP/1 responses close their
+            // connection so keep-alive clients move to pods that stay.
+            if http1 && shared.shutdown.phase() >= Phase::Draining {
+                response
+                    .headers_mut()
+                    .insert(http::header::CONNECTION, HeaderValue::from_static("close"));
+            }
+            Ok::<_, Infallible>(response)
+        }
     });
     let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
     tokio::pin!(conn);

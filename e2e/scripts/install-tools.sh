@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Installs everything the local e2e cluster needs, idempotently, on a fresh Debian machine:
+#   - Debian packages: etcd, containerd, runc, CNI plugins, iptables, conntrack, openssl, gcc;
+#   - Kubernetes v1.33 binaries built from the Go module proxy (wrapper module in
+#     e2e/tools/k8s) with version ldflags, so `kubectl version` and helm's kubeVersion work;
+#   - metrics-server, helm, CoreDNS (go install) and the small CRI client used by teardown.
+# Go outputs are cached under $SKIFF_E2E_CACHE (default ~/.cache/skiff-e2e), keyed by version,
+# so a second run takes seconds. Prints the directory holding the binaries.
+set -euo pipefail
+E2E=$(cd "$(dirname "$0")/.." && pwd)
+source "$E2E/scripts/versions.sh"
+CACHE=${SKIFF_E2E_CACHE:-$HOME/.cache/skiff-e2e}
+BIN=$CACHE/bin
+mkdir -p "$BIN"
+export PATH=/usr/local/go/bin:$PATH
+log() { echo "install-tools: $*" >&2; }
+
+# --- Debian packages -------------------------------------------------------------------
+need=()
+for pair in etcd:etcd-server containerd:containerd runc:runc iptables:iptables conntrack:conntrack \
+            openssl:openssl gcc:gcc ip:iproute2 curl:curl; do
+  command -v "${pair%%:*}" >/dev/null 2>&1 || need+=("${pair#*:}")
+done
+[ -x /usr/lib/cni/bridge ] || need+=(containernetworking-plugins)
+if ((${#need[@]})); then
+  log "apt-get install ${need[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+# Debian starts containerd as a service on install; the cluster runs its own instance with
+# its own socket and state, so the packaged one is left alone (it shares nothing with ours).
+command -v go >/dev/null || { log "Go is required (/usr/local/go/bin/go)"; exit 1; }
+
+# --- Kubernetes binaries ---------------------------------------------------------------
+k8s_out=$CACHE/k8s-$K8S_VERSION
+if [ ! -x "$k8s_out/kubectl" ] || [ "$("$k8s_out/kubectl" version --client -o json 2>/dev/null | grep -c "\"$K8S_VERSION\"")" = 0 ]; then
+  log "building Kubernetes $K8S_VERSION from the Go module proxy (cold: ~15 min on 2 cores)"
+  minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
+  ld="-s -w"
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ld="$ld -X $p.gitVersion=$K8S_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor"
+    ld="$ld -X $p.gitTreeState=clean -X $p.buildDate=2025-01-01T00:00:00Z"
+  done
+  mkdir -p "$k8s_out.tmp"
+  (cd "$E2E/tools/k8s" && go build -trimpath -ldflags "$ld" -o "$k8s_out.tmp/" \
+     k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
+     k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubelet \
+     k8s.io/kubernetes/cmd/kube-proxy k8s.io/kubernetes/cmd/kubectl)
+  rm -rf "$k8s_out" && mv "$k8s_out.tmp" "$k8s_out"
+fi
+for b in kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl; do
+  ln -sfn "$k8s_out/$b" "$BIN/$b"
+done
+
+# --- Tools installed with `go install`, each into its own versioned directory ------------
+go_tool() { # NAME MODULE_PATH@VERSION [ldflags]
+  local name=$1 pkg=$2 ld=${3:-} out=$CACHE/$1-${2##*@}
+  if [ ! -x "$out/$name" ]; then
+    log "go install $pkg"
+    mkdir -p "$out"
+    (cd /tmp && CGO_ENABLED=0 GOBIN="$out" go install -trimpath -ldflags "-s -w $ld" "$pkg")
+  fi
+  ln -sfn "$out/$name" "$BIN/$name"
+}
+go_tool metrics-server "sigs.k8s.io/metrics-server/cmd/metrics-server@$METRICS_SERVER_VERSION" \
+  "-X sigs.k8s.io/metrics-server/pkg/version.gitVersion=$METRICS_SERVER_VERSION"
+go_tool helm "helm.sh/helm/v3/cmd/helm@$HELM_VERSION" \
+  "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=33 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=33"
+go_tool coredns "github.com/coredns/coredns@$COREDNS_VERSION"
+
+# crictl is not reachable through the module proxy, so teardown uses a tiny CRI client.
+cri_out=$CACHE/cri-clean-$K8S_VERSION-$(sha256sum "$E2E/tools/cri-clean/main.go" | cut -c1-12)
+if [ ! -x "$cri_out/cri-clean" ]; then
+  log "building cri-clean"
+  mkdir -p "$cri_out"
+  (cd "$E2E/tools/cri-clean" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$cri_out/cri-clean" .)
+fi
+ln -sfn "$cri_out/cri-clean" "$BIN/cri-clean"
+
+# The pause image's binary: static C, built once.
+if [ ! -x "$CACHE/pause/pause" ] || [ "$E2E/images/pause.c" -nt "$CACHE/pause/pause" ]; then
+  mkdir -p "$CACHE/pause"
+  gcc -static -Os -s -o "$CACHE/pause/pause" "$E2E/images/pause.c"
+fi
+echo "$BIN"
