@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The project's test command (README): installs what it needs, then formatting, lints and
-# every test in the workspace.
+# every test in the workspace, then the e2e suite on a real local Kubernetes cluster
+# (e2e/run.sh: brings the cluster up, runs the e2e tests, always tears it down).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -16,7 +17,9 @@ python3 images/check_image.py target/images/skiff.oci.tar
 echo "== cargo test"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-cargo test --workspace -- --include-ignored 2>&1 | tee "$log"
+cargo test --workspace --exclude skiff-e2e -- --include-ignored 2>&1 | tee "$log"
+echo "== e2e on the local cluster"
+e2e/run.sh 2>&1 | tee -a "$log"
 # One closing line for the whole run (cargo prints one per test binary, the last often
 # being the doc-tests' "0 passed").
 awk '/^test result:/ { p += $4; f += $6 } END { printf "%d passed, %d failed\n", p, f }' "$log"

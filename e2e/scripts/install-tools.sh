@@ -55,7 +55,9 @@ done
 
 # --- Tools installed with `go install`, each into its own versioned directory ------------
 go_tool() { # NAME MODULE_PATH@VERSION [ldflags]
-  local name=$1 pkg=$2 ld=${3:-} out=$CACHE/$1-${2##*@}
+  local name=$1 pkg=$2 ld=${3:-} out
+  # Keyed by version and build flags, so a change to either rebuilds.
+  out=$CACHE/$1-${2##*@}-$(echo "$ld" | sha256sum | cut -c1-8)
   if [ ! -x "$out/$name" ]; then
     log "go install $pkg"
     mkdir -p "$out"
@@ -63,8 +65,7 @@ go_tool() { # NAME MODULE_PATH@VERSION [ldflags]
   fi
   ln -sfn "$out/$name" "$BIN/$name"
 }
-go_tool metrics-server "sigs.k8s.io/metrics-server/cmd/metrics-server@$METRICS_SERVER_VERSION" \
-  "-X sigs.k8s.io/metrics-server/pkg/version.gitVersion=$METRICS_SERVER_VERSION"
+go_tool metrics-server "sigs.k8s.io/metrics-server/cmd/metrics-server@$METRICS_SERVER_VERSION"
 go_tool helm "helm.sh/helm/v3/cmd/helm@$HELM_VERSION" \
   "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=33 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=33"
 go_tool coredns "github.com/coredns/coredns@$COREDNS_VERSION"

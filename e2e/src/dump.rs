@@ -38,7 +38,10 @@ where
     <K as Resource>::DynamicType: Default,
 {
     let kind = K::kind(&Default::default()).to_string();
-    match Api::<K>::namespaced(client.clone(), ns).list(&ListParams::default()).await {
+    match Api::<K>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+    {
         Ok(list) => {
             for mut item in list.items {
                 item.meta_mut().managed_fields = None;
@@ -54,18 +57,27 @@ where
 
 async fn events(client: &Client, ns: &str, out: &mut String) {
     let _ = writeln!(out, "---- Events");
-    let Ok(list) = Api::<Event>::namespaced(client.clone(), ns).list(&ListParams::default()).await
+    let Ok(list) = Api::<Event>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await
     else {
         return;
     };
     let mut events = list.items;
-    events.sort_by_key(|e| e.last_timestamp.clone().or(e.first_timestamp.clone()).map(|t| t.0));
+    events.sort_by_key(|e| {
+        e.last_timestamp
+            .clone()
+            .or(e.first_timestamp.clone())
+            .map(|t| t.0)
+    });
     for e in events {
         let o = &e.involved_object;
         let _ = writeln!(
             out,
             "{} {} {}/{} {}: {}",
-            e.last_timestamp.map(|t| t.0.to_string()).unwrap_or_default(),
+            e.last_timestamp
+                .map(|t| t.0.to_string())
+                .unwrap_or_default(),
             e.type_.unwrap_or_default(),
             o.kind.clone().unwrap_or_default(),
             o.name.clone().unwrap_or_default(),
@@ -77,11 +89,17 @@ async fn events(client: &Client, ns: &str, out: &mut String) {
 
 async fn logs(client: &Client, ns: &str, out: &mut String) {
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
-    let Ok(list) = pods.list(&ListParams::default()).await else { return };
+    let Ok(list) = pods.list(&ListParams::default()).await else {
+        return;
+    };
     for pod in list.items {
         let name = pod.name_any();
         let spec = pod.spec.unwrap_or_default();
-        let containers = spec.init_containers.unwrap_or_default().into_iter().chain(spec.containers);
+        let containers = spec
+            .init_containers
+            .unwrap_or_default()
+            .into_iter()
+            .chain(spec.containers);
         for c in containers {
             for previous in [true, false] {
                 let params = LogParams {

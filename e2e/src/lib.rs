@@ -37,7 +37,10 @@ pub const SKIFF_IMAGE: &str = "localhost/skiff/skiff:dev";
 
 /// The repository root (this crate lives in `e2e/`).
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 fn cluster_script() -> PathBuf {
@@ -127,12 +130,19 @@ impl Cluster {
         // Pods need the namespace's default ServiceAccount, which appears a moment later.
         let sa: Api<k8s_openapi::api::core::v1::ServiceAccount> =
             Api::namespaced(self.client.clone(), &name);
-        wait_for("the default ServiceAccount", Duration::from_secs(30), || {
-            let sa = sa.clone();
-            async move { sa.get_opt("default").await.ok().flatten() }
-        })
+        wait_for(
+            "the default ServiceAccount",
+            Duration::from_secs(30),
+            || {
+                let sa = sa.clone();
+                async move { sa.get_opt("default").await.ok().flatten() }
+            },
+        )
         .await;
-        TestNamespace { name, client: self.client.clone() }
+        TestNamespace {
+            name,
+            client: self.client.clone(),
+        }
     }
 }
 
@@ -163,7 +173,10 @@ impl TestNamespace {
         <K as Resource>::DynamicType: Default,
     {
         let mut object = object;
-        let name = object["metadata"]["name"].as_str().expect("metadata.name").to_string();
+        let name = object["metadata"]["name"]
+            .as_str()
+            .expect("metadata.name")
+            .to_string();
         object["metadata"]["namespace"] = self.name.clone().into();
         if object.get("apiVersion").is_none() {
             let dt = Default::default();
@@ -171,7 +184,11 @@ impl TestNamespace {
             object["kind"] = K::kind(&dt).into();
         }
         self.api::<K>()
-            .patch(&name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&object))
+            .patch(
+                &name,
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(&object),
+            )
             .await
             .unwrap_or_else(|e| panic!("apply {} {name}: {e}", K::kind(&Default::default())))
     }
@@ -200,7 +217,10 @@ impl TestNamespace {
     /// `http://CLUSTER_IP:PORT` of a Service, reachable from the host through kube-proxy.
     pub async fn service_url(&self, name: &str, port: u16) -> String {
         let svc = self.api::<Service>().get(name).await.expect("get service");
-        let ip = svc.spec.and_then(|s| s.cluster_ip).expect("service has a ClusterIP");
+        let ip = svc
+            .spec
+            .and_then(|s| s.cluster_ip)
+            .expect("service has a ClusterIP");
         format!("http://{ip}:{port}")
     }
 }
@@ -212,7 +232,10 @@ impl Drop for TestNamespace {
         let (client, name) = (self.client.clone(), self.name.clone());
         // Drop can't await; a short-lived thread with its own runtime does the async work.
         let worker = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
             rt.block_on(async move {
                 if failing {
                     dump::namespace(&client, &name).await;

@@ -25,18 +25,28 @@ impl LoadReport {
     pub fn parse(raw: &str) -> Result<LoadReport, String> {
         let requests = raw
             .lines()
-            .find_map(|l| l.trim().split_once(" requests in ").map(|(n, _)| n.trim().to_string()))
+            .find_map(|l| {
+                l.trim()
+                    .split_once(" requests in ")
+                    .map(|(n, _)| n.trim().to_string())
+            })
             .ok_or_else(|| format!("wrk printed no request count:\n{raw}"))?
             .parse::<u64>()
             .map_err(|e| format!("wrk request count: {e}"))?;
         let mut socket_errors = 0;
-        if let Some(line) = raw.lines().find(|l| l.trim_start().starts_with("Socket errors:")) {
+        if let Some(line) = raw
+            .lines()
+            .find(|l| l.trim_start().starts_with("Socket errors:"))
+        {
             for part in line.split(':').nth(1).unwrap_or("").split(',') {
                 let n = part.split_whitespace().nth(1).unwrap_or("");
                 socket_errors += n.parse::<u64>().map_err(|_| format!("bad line: {line}"))?;
             }
         }
-        let bad_status = match raw.lines().find(|l| l.contains("Non-2xx or 3xx responses:")) {
+        let bad_status = match raw
+            .lines()
+            .find(|l| l.contains("Non-2xx or 3xx responses:"))
+        {
             Some(line) => line
                 .rsplit(':')
                 .next()
@@ -46,7 +56,12 @@ impl LoadReport {
                 .map_err(|_| format!("bad line: {line}"))?,
             None => 0,
         };
-        Ok(LoadReport { requests, bad_status, socket_errors, raw: raw.to_string() })
+        Ok(LoadReport {
+            requests,
+            bad_status,
+            socket_errors,
+            raw: raw.to_string(),
+        })
     }
 }
 
@@ -61,14 +76,23 @@ impl Load {
         let url = url.to_string();
         let handle = std::thread::spawn(move || {
             let out = Command::new("wrk")
-                .args(["-t1", &format!("-c{connections}"), &format!("-d{}s", duration.as_secs())])
+                .args([
+                    "-t1",
+                    &format!("-c{connections}"),
+                    &format!("-d{}s", duration.as_secs()),
+                ])
                 .args(["--timeout", "5s", &url])
                 .stdin(Stdio::null())
                 .output()
-                .map_err(|e| format!("cannot run wrk (scripts/install-deps.sh installs it): {e}"))?;
+                .map_err(|e| {
+                    format!("cannot run wrk (scripts/install-deps.sh installs it): {e}")
+                })?;
             let text = String::from_utf8_lossy(&out.stdout).into_owned();
             if !out.status.success() {
-                return Err(format!("wrk failed: {}\n{text}", String::from_utf8_lossy(&out.stderr)));
+                return Err(format!(
+                    "wrk failed: {}\n{text}",
+                    String::from_utf8_lossy(&out.stderr)
+                ));
             }
             LoadReport::parse(&text)
         });
@@ -77,7 +101,10 @@ impl Load {
 
     /// Waits for wrk to finish.
     pub fn finish(self) -> LoadReport {
-        self.handle.join().expect("wrk thread").unwrap_or_else(|e| panic!("{e}"))
+        self.handle
+            .join()
+            .expect("wrk thread")
+            .unwrap_or_else(|e| panic!("{e}"))
     }
 }
 
@@ -92,7 +119,10 @@ mod tests {
                    Socket errors: connect 1, read 2, write 0, timeout 3\n\
                    Non-2xx or 3xx responses: 7\nRequests/sec: 1234.5\n";
         let r = LoadReport::parse(raw).unwrap();
-        assert_eq!((r.requests, r.socket_errors, r.bad_status, r.errors()), (12345, 6, 7, 13));
+        assert_eq!(
+            (r.requests, r.socket_errors, r.bad_status, r.errors()),
+            (12345, 6, 7, 13)
+        );
     }
 
     #[test]

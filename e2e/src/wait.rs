@@ -48,7 +48,11 @@ pub async fn wait_http(
                 let status = r.status().as_u16();
                 let headers = r.headers().clone();
                 let body = r.text().await.unwrap_or_default();
-                let response = HttpResponse { status, headers, body };
+                let response = HttpResponse {
+                    status,
+                    headers,
+                    body,
+                };
                 if accept(&response) {
                     return response;
                 }

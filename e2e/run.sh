@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# The e2e suite on the local cluster, as CI runs it (scripts/test.sh calls this):
+#   1. install the tools (cached), snapshot the host;
+#   2. `cluster up` cold, then again (must be a quick no-op keeping every process);
+#   3. kill every component with SIGKILL, as a stopped session does, and check that `up`
+#      cleans the leftovers and comes back;
+#   4. the Rust e2e tests (cargo test -p skiff-e2e);
+#   5. always, even on failure: `cluster down --purge`, then diff the host against step 1.
+# Timings go to stdout and to e2e/.cluster-timings.txt is not kept: read them from the log.
+set -euo pipefail
+E2E=$(cd "$(dirname "$0")" && pwd)
+cd "$E2E/.."
+CLUSTER=$E2E/cluster
+STATE=${SKIFF_E2E_DIR:-$E2E/.cluster}
+work=$(mktemp -d)
+t0=$SECONDS
+step() { echo "== e2e [$((SECONDS - t0))s] $*"; }
+
+step "installing tools"
+"$E2E/scripts/install-tools.sh" >/dev/null
+# A run starts from a clean host: a cluster left by an earlier run is taken down first.
+if [ -d "$STATE/run" ]; then
+  step "taking down the cluster an earlier run left"
+  "$CLUSTER" down --purge
+fi
+"$E2E/scripts/host-snapshot.sh" >"$work/before"
+
+finish() {
+  local rc=$?
+  trap - EXIT
+  if [ $rc -ne 0 ]; then
+    echo "== e2e failed (exit $rc); component logs:"
+    LINES=30 "$CLUSTER" logs 2>/dev/null || true
+  fi
+  step "cluster down --purge"
+  "$CLUSTER" down --purge || rc=1
+  "$E2E/scripts/host-snapshot.sh" >"$work/after"
+  if diff -u "$work/before" "$work/after"; then
+    step "host restored: links, addresses, iptables, mounts, processes, sysctls, paths and cgroups match"
+  else
+    echo "== e2e: the host differs after down --purge (diff above)"
+    rc=1
+  fi
+  rm -rf "$work"
+  exit $rc
+}
+trap finish EXIT
+
+step "cluster up (cold)"
+s=$SECONDS; "$CLUSTER" up >/dev/null; step "cluster up took $((SECONDS - s))s"
+pids_before=$(cat "$STATE"/run/*.pid | sort)
+s=$SECONDS; "$CLUSTER" up >/dev/null; took=$((SECONDS - s))
+pids_after=$(cat "$STATE"/run/*.pid | sort)
+[ "$pids_before" = "$pids_after" ] || { echo "second 'up' replaced processes"; exit 1; }
+[ "$took" -le 15 ] || { echo "second 'up' took ${took}s; it should be a quick no-op"; exit 1; }
+step "second up: a no-op in ${took}s, same processes"
+
+step "killing every component with SIGKILL (a session stopping without 'down')"
+for f in "$STATE"/run/*.pid; do kill -KILL "$(cat "$f")" 2>/dev/null || true; done
+sleep 1
+s=$SECONDS; "$CLUSTER" up >/dev/null; step "recovered by 'up' in $((SECONDS - s))s"
+"$CLUSTER" status
+
+step "memory of the running cluster"
+"$CLUSTER" status | awk '/running/ { rss += $6; print } END { printf "total RSS %d MiB\n", rss }'
+
+step "cargo test -p skiff-e2e"
+cargo test -p skiff-e2e -- --include-ignored --test-threads 1 2>&1 | tee "$work/cargo.log"
+awk '/^test result:/ { p += $4; f += $6 } END { printf "e2e: %d passed, %d failed\n", p, f }' "$work/cargo.log"
+"$CLUSTER" status | awk '/running/ { rss += $6 } END { printf "cluster RSS after the tests: %d MiB\n", rss }'
