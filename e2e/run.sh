@@ -6,7 +6,6 @@
 #      cleans the leftovers and comes back;
 #   4. the Rust e2e tests (cargo test -p skiff-e2e);
 #   5. always, even on failure: `cluster down --purge`, then diff the host against step 1.
-# Timings go to stdout and to e2e/.cluster-timings.txt is not kept: read them from the log.
 set -euo pipefail
 E2E=$(cd "$(dirname "$0")" && pwd)
 cd "$E2E/.."
@@ -55,11 +54,21 @@ pids_after=$(cat "$STATE"/run/*.pid | sort)
 [ "$took" -le 15 ] || { echo "second 'up' took ${took}s; it should be a quick no-op"; exit 1; }
 step "second up: a no-op in ${took}s, same processes"
 
-step "killing every component with SIGKILL (a session stopping without 'down')"
+step "a pod running, then every component killed with SIGKILL (a session stopping without 'down')"
+[ -f target/images/skiff.oci.tar ] || images/build.sh
+"$CLUSTER" load target/images/skiff.oci.tar
+eval "$("$CLUSTER" env)"
+kubectl run leftover --image=localhost/skiff/skiff:dev --image-pull-policy=Never --restart=Never >/dev/null
+kubectl wait --for=condition=Ready pod/leftover --timeout=90s >/dev/null
+
 for f in "$STATE"/run/*.pid; do kill -KILL "$(cat "$f")" 2>/dev/null || true; done
 sleep 1
 s=$SECONDS; "$CLUSTER" up >/dev/null; step "recovered by 'up' in $((SECONDS - s))s"
 "$CLUSTER" status
+kubectl wait --for=condition=Ready "node/$(hostname | tr '[:upper:]' '[:lower:]')" --timeout=30s >/dev/null
+if kubectl get pod leftover >/dev/null 2>&1; then
+  echo "the recovered cluster still has the old pod"; exit 1
+fi
 
 step "memory of the running cluster"
 "$CLUSTER" status | awk '/running/ { rss += $6; print } END { printf "total RSS %d MiB\n", rss }'
