@@ -1,5 +1,6 @@
 //! The Skiff operator: VirtualServer resources reconciled into the edge tier.
 
+pub mod children;
 pub mod crd;
 pub mod render;
 

@@ -1,0 +1,336 @@
+//! The objects a VirtualServer owns, built as pure functions of its spec and rendered
+//! config: the config ConfigMap, the edge Deployment, its Service, HPA and
+//! PodDisruptionBudget. The controller server-side applies them with one field manager.
+
+use crate::crd::{Placement, VirtualServer};
+use crate::render::{self, Rendered};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
+use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::{Resource, ResourceExt};
+use serde_json::{json, Value};
+
+/// The operator's default edge image.
+pub const DEFAULT_IMAGE: &str = "localhost/skiff/skiff:dev";
+/// Seconds the edge keeps listening after SIGTERM while its endpoint is removed.
+const SHUTDOWN_DELAY_SECONDS: i64 = 5;
+
+/// Labels on every child, and the edge pods' selector.
+pub fn selector_labels(vs: &VirtualServer) -> Value {
+    json!({ "app.kubernetes.io/name": "skiff", "app.kubernetes.io/instance": vs.name_any() })
+}
+
+/// `key=value,...` for the scale subresource's status.selector.
+pub fn selector_string(vs: &VirtualServer) -> String {
+    format!(
+        "app.kubernetes.io/name=skiff,app.kubernetes.io/instance={}",
+        vs.name_any()
+    )
+}
+
+fn metadata(vs: &VirtualServer, name: &str) -> Value {
+    let owner = vs
+        .controller_owner_ref(&())
+        .expect("a VirtualServer from the API has a uid");
+    let mut labels = selector_labels(vs);
+    labels["app.kubernetes.io/managed-by"] = "skiff-operator".into();
+    json!({
+        "name": name,
+        "namespace": vs.namespace(),
+        "labels": labels,
+        "ownerReferences": [owner],
+    })
+}
+
+pub fn config_map_name(vs: &VirtualServer) -> String {
+    format!("{}-config", vs.name_any())
+}
+
+pub fn config_map(vs: &VirtualServer, rendered: &Rendered) -> ConfigMap {
+    serde_json::from_value(json!({
+        "metadata": metadata(vs, &config_map_name(vs)),
+        "data": { render::CONFIG_FILE: rendered.yaml },
+    }))
+    .expect("valid ConfigMap")
+}
+
+/// The edge Deployment. A config-only change does not touch the pod template: the pods
+/// hot-reload the mounted ConfigMap (mounted as a directory, never subPath, so the kubelet
+/// updates it). Changes to the template roll pod by pod with maxUnavailable 0.
+pub fn deployment(vs: &VirtualServer) -> Deployment {
+    let spec = &vs.spec;
+    let name = vs.name_any();
+    let mut volumes =
+        vec![json!({ "name": "config", "configMap": { "name": config_map_name(vs) } })];
+    let mut mounts = vec![
+        json!({ "name": "config", "mountPath": render::CONFIG_DIR, "readOnly": true }),
+        json!({ "name": "site", "mountPath": render::SITE_ROOT, "readOnly": true }),
+    ];
+    let mut init_containers = vec![];
+    match (&spec.content.config_map, &spec.content.persistent_volume_claim, &spec.content.image) {
+        (Some(cm), _, _) => volumes.push(json!({ "name": "site", "configMap": { "name": cm } })),
+        (_, Some(claim), _) => volumes.push(
+            json!({ "name": "site", "persistentVolumeClaim": { "claimName": claim, "readOnly": true } }),
+        ),
+        (_, _, Some(image)) => {
+            volumes.push(json!({ "name": "site", "emptyDir": {} }));
+            // The content image needs no shell: the skiff binary from the edge image
+            // copies the tree (`skiff copy-tree`), run from a shared emptyDir.
+            volumes.push(json!({ "name": "tools", "emptyDir": {} }));
+            init_containers.push(json!({
+                "name": "skiff-tools",
+                "image": spec.image.as_deref().unwrap_or(DEFAULT_IMAGE),
+                "command": ["/skiff", "copy-tree", "/skiff", "/tools/skiff"],
+                "volumeMounts": [{ "name": "tools", "mountPath": "/tools" }],
+                "securityContext": container_security(),
+            }));
+            init_containers.push(json!({
+                "name": "content",
+                "image": image.reference,
+                "command": ["/tools/skiff", "copy-tree", image.path, "/site"],
+                "volumeMounts": [{ "name": "tools", "mountPath": "/tools", "readOnly": true },
+                                 { "name": "site", "mountPath": "/site" }],
+                "securityContext": container_security(),
+            }));
+        }
+        (None, None, None) => {}
+    }
+    let mut containers = vec![];
+    let sidecars: Vec<_> = spec
+        .pools
+        .iter()
+        .filter(|p| p.placement == Placement::Sidecar && p.image.is_some())
+        .collect();
+    if !sidecars.is_empty() {
+        volumes.push(json!({ "name": "pool-sockets", "emptyDir": {} }));
+        mounts.push(json!({ "name": "pool-sockets", "mountPath": render::SOCKET_DIR }));
+    }
+    for rule in &spec.rules {
+        if let Some(auth) = &rule.basic_auth {
+            let volume = format!("auth-{}", auth.secret_name);
+            if !volumes.iter().any(|v| v["name"] == volume.as_str()) {
+                volumes
+                    .push(json!({ "name": volume, "secret": { "secretName": auth.secret_name } }));
+                mounts.push(json!({
+                    "name": volume,
+                    "mountPath": format!("{}/{}", render::AUTH_DIR, auth.secret_name),
+                    "readOnly": true
+                }));
+            }
+        }
+    }
+    let resources = spec
+        .resources
+        .clone()
+        .map(|r| serde_json::to_value(r).unwrap())
+        .unwrap_or(json!({
+            "requests": { "cpu": "100m", "memory": "64Mi" },
+            "limits": { "memory": "256Mi" },
+        }));
+    containers.push(json!({
+        "name": "skiff",
+        "image": spec.image.as_deref().unwrap_or(DEFAULT_IMAGE),
+        "args": ["run", "--config", format!("{}/{}", render::CONFIG_DIR, render::CONFIG_FILE),
+                 "--shutdown-delay", format!("{SHUTDOWN_DELAY_SECONDS}s")],
+        "ports": [
+            { "name": "http", "containerPort": render::HTTP_PORT },
+            { "name": "admin", "containerPort": render::ADMIN_PORT },
+        ],
+        "readinessProbe": { "httpGet": { "path": "/readyz", "port": "admin" }, "periodSeconds": 2, "failureThreshold": 1 },
+        "livenessProbe": { "httpGet": { "path": "/healthz", "port": "admin" }, "periodSeconds": 10, "failureThreshold": 3 },
+        "resources": resources,
+        "securityContext": container_security(),
+        "volumeMounts": mounts,
+    }));
+    for p in sidecars {
+        let mut c = json!({
+            "name": format!("pool-{}", p.name),
+            "image": p.image,
+            "env": p.env.iter().map(|(k, v)| json!({ "name": k, "value": v })).collect::<Vec<_>>(),
+            "volumeMounts": [{ "name": "pool-sockets", "mountPath": render::SOCKET_DIR }],
+        });
+        if !p.command.is_empty() {
+            c["command"] = json!(p.command);
+        }
+        if !p.args.is_empty() {
+            c["args"] = json!(p.args);
+        }
+        if let Some(r) = &p.resources {
+            c["resources"] = serde_json::to_value(r).unwrap();
+        }
+        containers.push(c);
+    }
+    let mut deployment = json!({
+        "metadata": metadata(vs, &name),
+        "spec": {
+            "selector": { "matchLabels": selector_labels(vs) },
+            "strategy": { "type": "RollingUpdate", "rollingUpdate": { "maxUnavailable": 0, "maxSurge": 1 } },
+            "template": {
+                "metadata": { "labels": selector_labels(vs) },
+                "spec": {
+                    "terminationGracePeriodSeconds": SHUTDOWN_DELAY_SECONDS + 30,
+                    "automountServiceAccountToken": false,
+                    "enableServiceLinks": false,
+                    "securityContext": {
+                        "runAsNonRoot": true, "runAsUser": 65532, "runAsGroup": 65532, "fsGroup": 65532,
+                        "seccompProfile": { "type": "RuntimeDefault" }
+                    },
+                    "initContainers": init_containers,
+                    "containers": containers,
+                    "volumes": volumes,
+                }
+            }
+        }
+    });
+    // With an HPA the replica count is the HPA's: leaving it out of the applied object
+    // keeps the operator from fighting it.
+    if spec.autoscaling.is_none() {
+        deployment["spec"]["replicas"] = json!(spec.replicas.unwrap_or(2));
+    }
+    serde_json::from_value(deployment).expect("valid Deployment")
+}
+
+fn container_security() -> Value {
+    json!({
+        "allowPrivilegeEscalation": false,
+        "readOnlyRootFilesystem": true,
+        "capabilities": { "drop": ["ALL"] },
+    })
+}
+
+pub fn service(vs: &VirtualServer) -> Service {
+    let ports = vs.spec.service.clone();
+    let (type_, port) = ports.map_or(("ClusterIP".to_string(), 80), |s| (s.type_, s.port));
+    serde_json::from_value(json!({
+        "metadata": metadata(vs, &vs.name_any()),
+        "spec": {
+            "type": type_,
+            "selector": selector_labels(vs),
+            "ports": [{ "name": "http", "port": port, "targetPort": "http", "protocol": "TCP" }],
+        }
+    }))
+    .expect("valid Service")
+}
+
+/// The edge HPA, when autoscaling is on.
+pub fn autoscaler(vs: &VirtualServer) -> Option<HorizontalPodAutoscaler> {
+    let a = vs.spec.autoscaling.as_ref()?;
+    Some(
+        serde_json::from_value(json!({
+            "metadata": metadata(vs, &vs.name_any()),
+            "spec": {
+                "scaleTargetRef": { "apiVersion": "apps/v1", "kind": "Deployment", "name": vs.name_any() },
+                "minReplicas": a.min_replicas,
+                "maxReplicas": a.max_replicas,
+                "metrics": [{ "type": "Resource", "resource": { "name": "cpu",
+                    "target": { "type": "Utilization", "averageUtilization": a.target_cpu_utilization } } }],
+            }
+        }))
+        .expect("valid HPA"),
+    )
+}
+
+/// Keeps one edge pod serving through voluntary disruptions (node drains).
+pub fn disruption_budget(vs: &VirtualServer) -> PodDisruptionBudget {
+    serde_json::from_value(json!({
+        "metadata": metadata(vs, &vs.name_any()),
+        "spec": { "maxUnavailable": 1, "selector": { "matchLabels": selector_labels(vs) } },
+    }))
+    .expect("valid PDB")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vs(spec: Value) -> VirtualServer {
+        serde_json::from_value(json!({
+            "apiVersion": "skiff.dev/v1alpha1", "kind": "VirtualServer",
+            "metadata": { "name": "shop", "namespace": "web", "uid": "0c1e-uid" },
+            "spec": spec,
+        }))
+        .unwrap()
+    }
+
+    fn pod_spec(d: &Deployment) -> Value {
+        serde_json::to_value(d.spec.as_ref().unwrap().template.spec.as_ref().unwrap()).unwrap()
+    }
+
+    #[test]
+    fn edge_deployment_is_locked_down_probed_and_rolls_without_unavailability() {
+        let v = vs(json!({ "hosts": ["shop.example"], "content": { "configMap": "site" } }));
+        let d = deployment(&v);
+        let spec = d.spec.as_ref().unwrap();
+        assert_eq!(spec.replicas, Some(2));
+        let strategy = serde_json::to_value(&spec.strategy).unwrap();
+        assert_eq!(strategy["rollingUpdate"]["maxUnavailable"], 0);
+        let pod = pod_spec(&d);
+        let skiff = &pod["containers"][0];
+        assert_eq!(skiff["securityContext"]["readOnlyRootFilesystem"], true);
+        assert_eq!(skiff["securityContext"]["capabilities"]["drop"][0], "ALL");
+        assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+        assert_eq!(
+            pod["securityContext"]["seccompProfile"]["type"],
+            "RuntimeDefault"
+        );
+        assert_eq!(skiff["readinessProbe"]["httpGet"]["path"], "/readyz");
+        assert!(
+            skiff["resources"]["requests"]["cpu"].is_string(),
+            "requests let the HPA work"
+        );
+        // The config is a directory mount (no subPath), so the kubelet updates it in place.
+        let config_mount = skiff["volumeMounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["name"] == "config")
+            .unwrap();
+        assert!(config_mount.get("subPath").is_none());
+        assert_eq!(
+            d.metadata.owner_references.as_ref().unwrap()[0].kind,
+            "VirtualServer"
+        );
+        assert_eq!(
+            d.metadata.owner_references.as_ref().unwrap()[0].controller,
+            Some(true)
+        );
+    }
+
+    #[test]
+    fn autoscaled_deployment_leaves_replicas_to_the_hpa() {
+        let v = vs(json!({
+            "hosts": ["shop.example"], "content": { "configMap": "site" },
+            "autoscaling": { "minReplicas": 2, "maxReplicas": 6, "targetCpuUtilization": 60 }
+        }));
+        assert_eq!(deployment(&v).spec.unwrap().replicas, None);
+        let hpa = serde_json::to_value(autoscaler(&v).unwrap()).unwrap();
+        assert_eq!(hpa["spec"]["maxReplicas"], 6);
+        assert_eq!(
+            hpa["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"],
+            60
+        );
+    }
+
+    #[test]
+    fn image_content_is_copied_by_init_containers_and_sidecars_share_a_socket_dir() {
+        let v = vs(json!({
+            "hosts": ["shop.example"],
+            "content": { "image": { "reference": "registry.local/site:3", "path": "/public" } },
+            "pools": [{ "name": "app", "protocol": "uwsgi", "image": "django:1", "socket": "app.sock", "placement": "sidecar" }],
+            "rules": [{ "match": { "prefix": "/admin/" }, "action": { "static": {} }, "basicAuth": { "realm": "A", "secretName": "admins" } }]
+        }));
+        let pod = pod_spec(&deployment(&v));
+        assert_eq!(pod["initContainers"][1]["image"], "registry.local/site:3");
+        assert_eq!(pod["initContainers"][1]["command"][2], "/public");
+        assert_eq!(pod["containers"][1]["name"], "pool-app");
+        assert_eq!(
+            pod["containers"][1]["volumeMounts"][0]["mountPath"],
+            render::SOCKET_DIR
+        );
+        let volumes = pod["volumes"].as_array().unwrap();
+        assert!(volumes
+            .iter()
+            .any(|v| v["secret"]["secretName"] == "admins"));
+    }
+}
