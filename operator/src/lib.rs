@@ -1,7 +1,9 @@
 //! The Skiff operator: VirtualServer resources reconciled into the edge tier.
 
 pub mod children;
+pub mod controller;
 pub mod crd;
+pub mod metrics;
 pub mod render;
 
 use kube::CustomResourceExt;

@@ -1,1 +1,90 @@
-fn main() {}
+//! `skiff-operator`: watches VirtualServers and reconciles them into the edge tier.
+//! Serves /metrics, /healthz and /readyz; logs JSON lines.
+
+use clap::Parser;
+use http_body_util::Full;
+use hyper::body::Bytes;
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use skiff_operator::controller::{self, Context};
+use skiff_operator::metrics::Metrics;
+use std::convert::Infallible;
+use std::sync::Arc;
+
+#[derive(Parser, Debug)]
+#[command(version, about = "Reconciles VirtualServers into Skiff edge farms")]
+struct Args {
+    /// Address for /metrics, /healthz and /readyz.
+    #[arg(long, env = "SKIFF_OPERATOR_LISTEN", default_value = "0.0.0.0:8081")]
+    listen: std::net::SocketAddr,
+    /// Edge image for VirtualServers that name none.
+    #[arg(long, env = "SKIFF_OPERATOR_EDGE_IMAGE", default_value = skiff_operator::children::DEFAULT_IMAGE)]
+    edge_image: String,
+    /// Log format: json (default) or text.
+    #[arg(long, env = "SKIFF_OPERATOR_LOG_FORMAT", default_value = "json")]
+    log_format: String,
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args = Args::parse();
+    let filter = tracing_subscriber::filter::Targets::new()
+        .with_default(tracing::Level::INFO)
+        .with_target("kube", tracing::Level::WARN);
+    use tracing_subscriber::prelude::*;
+    let fmt = tracing_subscriber::fmt::layer().with_ansi(false);
+    if args.log_format == "json" {
+        tracing_subscriber::registry()
+            .with(fmt.json().with_filter(filter))
+            .init();
+    } else {
+        tracing_subscriber::registry()
+            .with(fmt.with_filter(filter))
+            .init();
+    }
+    let client = kube::Client::try_default().await?;
+    let metrics = Arc::new(Metrics::new());
+    let recorder = kube::runtime::events::Recorder::new(client.clone(), controller::reporter());
+    let ctx = Arc::new(Context {
+        client,
+        recorder,
+        metrics: metrics.clone(),
+        default_image: args.edge_image,
+    });
+    let listener = tokio::net::TcpListener::bind(args.listen).await?;
+    tracing::info!(listen = %args.listen, "skiff-operator started");
+    tokio::spawn(serve_admin(listener, metrics));
+    controller::run(ctx).await;
+    tracing::info!("skiff-operator stopped");
+    Ok(())
+}
+
+async fn serve_admin(listener: tokio::net::TcpListener, metrics: Arc<Metrics>) {
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let metrics = metrics.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
+                let metrics = metrics.clone();
+                async move {
+                    let (status, body) = match req.uri().path() {
+                        "/metrics" => (200, metrics.encode()),
+                        "/healthz" | "/readyz" => (200, "ok\n".to_string()),
+                        _ => (404, "not found\n".to_string()),
+                    };
+                    Ok::<_, Infallible>(
+                        Response::builder()
+                            .status(status)
+                            .body(Full::new(Bytes::from(body)))
+                            .unwrap(),
+                    )
+                }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
