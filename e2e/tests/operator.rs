@@ -1,0 +1,274 @@
+//! The operator against the real cluster: the CRD from the Rust types is accepted by the
+//! apiserver (CEL rules included); a VirtualServer becomes a config, Deployment, Service
+//! and PDB that serve its site; reconcile is idempotent (no resourceVersion moves on a
+//! settled object); a child edited by hand is put back; a config-only change is delivered
+//! in place (no rollout) and hot-reloaded; and an invalid config is refused with
+//! `Accepted=False` while the old one keeps serving.
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::{Api, CustomResourceExt, ResourceExt};
+use serde_json::json;
+use skiff_e2e::{wait_for, wait_http, TestNamespace, SKIFF_IMAGE};
+use skiff_operator::controller::{self, Context};
+use skiff_operator::crd::VirtualServer;
+use std::sync::Arc;
+use std::time::Duration;
+
+async fn install_crd(client: &kube::Client) {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd = VirtualServer::crd();
+    crds.patch(
+        "virtualservers.skiff.dev",
+        &PatchParams::apply("skiff-e2e").force(),
+        &Patch::Apply(serde_json::to_value(&crd).unwrap()),
+    )
+    .await
+    .expect("the apiserver accepts the generated CRD");
+    wait_for("the CRD to be established", Duration::from_secs(30), || {
+        let crds = crds.clone();
+        async move {
+            let crd = crds.get("virtualservers.skiff.dev").await.ok()?;
+            let established = crd
+                .status?
+                .conditions?
+                .iter()
+                .any(|c| c.type_ == "Established" && c.status == "True");
+            established.then_some(())
+        }
+    })
+    .await;
+}
+
+fn condition(vs: &VirtualServer, type_: &str) -> Option<(String, String, String)> {
+    let c = vs
+        .status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)?;
+    Some((c.status.clone(), c.reason.clone(), c.message.clone()))
+}
+
+async fn wait_condition(
+    ns: &TestNamespace,
+    name: &str,
+    type_: &str,
+    status: &str,
+) -> VirtualServer {
+    let api = ns.api::<VirtualServer>();
+    wait_for(
+        &format!("{type_}={status} on {name}"),
+        Duration::from_secs(180),
+        || {
+            let api = api.clone();
+            async move {
+                let vs = api.get(name).await.ok()?;
+                let current = vs.status.as_ref()?.observed_generation == vs.metadata.generation
+                    && condition(&vs, type_)?.0 == status;
+                current.then_some(vs)
+            }
+        },
+    )
+    .await
+}
+
+async fn resource_versions(ns: &TestNamespace) -> Vec<String> {
+    vec![
+        ns.api::<ConfigMap>()
+            .get("site-config")
+            .await
+            .unwrap()
+            .resource_version()
+            .unwrap(),
+        ns.api::<Deployment>()
+            .get("site")
+            .await
+            .unwrap()
+            .resource_version()
+            .unwrap(),
+        ns.api::<Service>()
+            .get("site")
+            .await
+            .unwrap()
+            .resource_version()
+            .unwrap(),
+        ns.api::<PodDisruptionBudget>()
+            .get("site")
+            .await
+            .unwrap()
+            .resource_version()
+            .unwrap(),
+        ns.api::<VirtualServer>()
+            .get("site")
+            .await
+            .unwrap()
+            .resource_version()
+            .unwrap(),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn virtualserver_reconciles_into_a_serving_edge_farm() {
+    let Some(cluster) = skiff_e2e::cluster().await else {
+        return;
+    };
+    install_crd(&cluster.client).await;
+    let ns = cluster.namespace("operator").await;
+    // The operator itself, in-process, against the real apiserver.
+    let ctx = Arc::new(Context {
+        client: cluster.client.clone(),
+        recorder: kube::runtime::events::Recorder::new(
+            cluster.client.clone(),
+            controller::reporter(),
+        ),
+        metrics: Default::default(),
+        default_image: SKIFF_IMAGE.into(),
+    });
+    let operator = tokio::spawn(controller::run(ctx.clone()));
+
+    // CEL at admission: two content sources are refused before the operator sees them.
+    let bad: VirtualServer = serde_json::from_value(json!({
+        "metadata": { "name": "bad" },
+        "spec": { "hosts": ["a.example"], "content": { "configMap": "x", "persistentVolumeClaim": "y" } }
+    }))
+    .unwrap();
+    let err = ns
+        .api::<VirtualServer>()
+        .create(&PostParams::default(), &bad)
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("exactly one of configMap"),
+        "{err}"
+    );
+
+    ns.apply::<ConfigMap>(json!({ "metadata": { "name": "site-files" }, "data": { "index.html": "<h1>operated</h1>\n" } }))
+        .await;
+    let spec = json!({
+        "hosts": ["site.example"],
+        "content": { "configMap": "site-files" },
+        "replicas": 2,
+        "resources": { "requests": { "cpu": "20m", "memory": "16Mi" } },
+        "rules": [{ "name": "old", "match": { "prefix": "/old/" }, "action": { "redirect": { "to": "/", "status": 301 } } }]
+    });
+    ns.apply::<VirtualServer>(json!({ "metadata": { "name": "site" }, "spec": spec.clone() }))
+        .await;
+    let vs = wait_condition(&ns, "site", "Ready", "True").await;
+    assert_eq!(condition(&vs, "Accepted").unwrap().0, "True");
+    assert_eq!(condition(&vs, "ResolvedRefs").unwrap().0, "True");
+    let status = vs.status.clone().unwrap();
+    assert_eq!(status.ready_replicas, Some(2));
+    let hash = status.config_hash.clone().unwrap();
+    let url = format!(
+        "http://{}",
+        status
+            .address
+            .clone()
+            .expect("status has the Service address")
+    );
+    let r = wait_http(&format!("{url}/"), Duration::from_secs(60), |r| {
+        r.status == 200
+    })
+    .await;
+    assert_eq!(r.body, "<h1>operated</h1>\n");
+    let d = ns.api::<Deployment>().get("site").await.unwrap();
+    assert_eq!(
+        d.owner_references()[0].name,
+        "site",
+        "children are owned by the VirtualServer"
+    );
+
+    // Idempotent: a reconcile of the settled object writes nothing.
+    let before = resource_versions(&ns).await;
+    let vs_api = ns.api::<VirtualServer>();
+    vs_api
+        .patch(
+            "site",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "metadata": { "annotations": { "e2e/poke": "1" } } })),
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let mut after = resource_versions(&ns).await;
+    let mut expected = before.clone();
+    // Only the VirtualServer itself moved (the annotation just added).
+    expected.pop();
+    after.pop();
+    assert_eq!(after, expected, "a settled reconcile changed a child");
+
+    // Drift: a hand edit of the config is put back.
+    let cms = ns.api::<ConfigMap>();
+    cms.patch(
+        "site-config",
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "data": { "skiff.yaml": "garbage: [" } })),
+    )
+    .await
+    .unwrap();
+    wait_for(
+        "the hand-edited config to be restored",
+        Duration::from_secs(30),
+        || {
+            let (cms, hash) = (cms.clone(), hash.clone());
+            async move {
+                let cm = cms.get("site-config").await.ok()?;
+                let text = cm.data?.get("skiff.yaml")?.clone();
+                (skiff_config::config_hash(&text) == hash).then_some(())
+            }
+        },
+    )
+    .await;
+
+    // A config-only change: delivered in place, no rollout, hot-reloaded by the pods.
+    let generation = ns
+        .api::<Deployment>()
+        .get("site")
+        .await
+        .unwrap()
+        .metadata
+        .generation;
+    let mut changed = spec.clone();
+    changed["rules"].as_array_mut().unwrap().push(json!({
+        "name": "hello", "match": { "path": "/hello" }, "action": { "respond": { "status": 200, "body": "hot\n" } }
+    }));
+    ns.apply::<VirtualServer>(json!({ "metadata": { "name": "site" }, "spec": changed }))
+        .await;
+    let r = wait_http(&format!("{url}/hello"), Duration::from_secs(120), |r| {
+        r.body == "hot\n"
+    })
+    .await;
+    assert_eq!(r.status, 200);
+    let d = ns.api::<Deployment>().get("site").await.unwrap();
+    assert_eq!(
+        d.metadata.generation, generation,
+        "a config-only change must not roll the pods"
+    );
+    let vs = wait_condition(&ns, "site", "Accepted", "True").await;
+    let new_hash = vs.status.unwrap().config_hash.unwrap();
+    assert_ne!(new_hash, hash);
+
+    // An invalid config is refused; the previous one keeps serving.
+    let mut broken = spec.clone();
+    broken["rules"] = json!([{ "match": { "regex": "([unclosed" }, "action": { "static": {} } }]);
+    ns.apply::<VirtualServer>(json!({ "metadata": { "name": "site" }, "spec": broken }))
+        .await;
+    let vs = wait_condition(&ns, "site", "Accepted", "False").await;
+    let (_, reason, message) = condition(&vs, "Accepted").unwrap();
+    assert_eq!(reason, "InvalidConfig");
+    assert!(message.contains("regex"), "{message}");
+    let cm = cms.get("site-config").await.unwrap();
+    assert_eq!(
+        skiff_config::config_hash(&cm.data.unwrap()["skiff.yaml"]),
+        new_hash,
+        "the old config stays"
+    );
+    let r = wait_http(&format!("{url}/hello"), Duration::from_secs(10), |_| true).await;
+    assert_eq!(r.body, "hot\n");
+
+    operator.abort();
+}
