@@ -14,6 +14,7 @@ cargo clippy --workspace --all-targets -- -D warnings
 echo "== the skiff image, built without Docker, checked"
 images/build.sh
 python3 images/check_image.py target/images/skiff.oci.tar
+python3 images/check_image.py target/images/skiff-operator.oci.tar skiff-operator
 echo "== cargo test"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT

@@ -99,11 +99,22 @@ fn run_cluster(args: &[&str]) -> Result<String, String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// Imports the skiff image archive, building it first when it is missing.
+/// Where e2e/scripts/install-tools.sh puts kubectl, helm and the other cluster tools.
+pub fn tool(name: &str) -> PathBuf {
+    let cache = std::env::var_os("SKIFF_E2E_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/skiff-e2e")
+        });
+    cache.join("bin").join(name)
+}
+
+/// Imports the skiff and skiff-operator image archives, building them first when missing.
 fn import_images() -> Result<(), String> {
     let root = repo_root();
     let tar = root.join("target/images/skiff.oci.tar");
-    if !tar.exists() {
+    let operator_tar = root.join("target/images/skiff-operator.oci.tar");
+    if !tar.exists() || !operator_tar.exists() {
         let status = Command::new(root.join("images/build.sh"))
             .status()
             .map_err(|e| format!("cannot run images/build.sh: {e}"))?;
@@ -111,7 +122,12 @@ fn import_images() -> Result<(), String> {
             return Err(format!("images/build.sh failed: {status}"));
         }
     }
-    run_cluster(&["load", tar.to_str().unwrap()]).map(|_| ())
+    run_cluster(&[
+        "load",
+        tar.to_str().unwrap(),
+        operator_tar.to_str().unwrap(),
+    ])
+    .map(|_| ())
 }
 
 impl Cluster {
