@@ -6,10 +6,10 @@
 //! `Accepted=False` while the old one keeps serving.
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, CustomResourceExt, ResourceExt};
 use serde_json::json;
 use skiff_e2e::{wait_for, wait_http, TestNamespace, SKIFF_IMAGE};
@@ -238,11 +238,23 @@ async fn virtualserver_reconciles_into_a_serving_edge_farm() {
     }));
     ns.apply::<VirtualServer>(json!({ "metadata": { "name": "site" }, "spec": changed }))
         .await;
-    let r = wait_http(&format!("{url}/hello"), Duration::from_secs(120), |r| {
-        r.body == "hot\n"
-    })
-    .await;
-    assert_eq!(r.status, 200);
+    // Each pod reloads when the kubelet refreshes its ConfigMap volume: ask every pod.
+    let pods = ns
+        .api::<Pod>()
+        .list(&ListParams::default().labels("app.kubernetes.io/instance=site"))
+        .await
+        .unwrap();
+    assert_eq!(pods.items.len(), 2);
+    for pod in pods.items {
+        let ip = pod.status.and_then(|s| s.pod_ip).expect("pod IP");
+        let r = wait_http(
+            &format!("http://{ip}:8080/hello"),
+            Duration::from_secs(120),
+            |r| r.body == "hot\n",
+        )
+        .await;
+        assert_eq!(r.status, 200);
+    }
     let d = ns.api::<Deployment>().get("site").await.unwrap();
     assert_eq!(
         d.metadata.generation, generation,

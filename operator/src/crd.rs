@@ -49,16 +49,19 @@ use std::collections::BTreeMap;
 pub struct VirtualServerSpec {
     /// Host names this site answers: exact (`www.example.com`) or a leading wildcard
     /// (`*.example.com`). Requests for other hosts get the first host's site too.
-    #[schemars(length(min = 1))]
+    #[schemars(length(min = 1, max = 64))]
     pub hosts: Vec<String>,
     /// The static files to serve: a read-only volume, or an OCI image holding them.
     pub content: Content,
     /// Ordered rules; the first whose match fits a request handles it. Requests no rule
     /// matches are served from the content.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    // Bounded so the apiserver's CEL cost estimate for the per-rule checks fits its budget.
+    #[schemars(length(max = 64))]
     pub rules: Vec<Rule>,
     /// Backend pools that rules route to by name.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
     pub pools: Vec<Pool>,
     /// Edge replicas when autoscaling is off (and the starting count when it is on).
     #[serde(default, skip_serializing_if = "Option::is_none")]
