@@ -282,5 +282,52 @@ async fn virtualserver_reconciles_into_a_serving_edge_farm() {
     let r = wait_http(&format!("{url}/hello"), Duration::from_secs(10), |_| true).await;
     assert_eq!(r.body, "hot\n");
 
+    // A backend pool with `placement: pool`: its own Deployment and headless Service
+    // (the skiff image serving its built-in example site stands in for an app server),
+    // reached by DNS name from the edge. Dropping the pool deletes its workload.
+    let mut pooled = spec.clone();
+    pooled["pools"] = json!([{
+        "name": "app", "protocol": "http", "image": SKIFF_IMAGE, "port": 9000,
+        "args": ["serve", "/srv/www", "--listen", "0.0.0.0:9000", "--admin-listen", "127.0.0.1:9146", "--threads", "1"],
+        "resources": { "requests": { "cpu": "20m", "memory": "16Mi" } }
+    }]);
+    pooled["rules"] = json!([{ "name": "app", "match": { "prefix": "/css/" }, "action": { "proxy": { "pool": "app" } } }]);
+    ns.apply::<VirtualServer>(json!({ "metadata": { "name": "site" }, "spec": pooled }))
+        .await;
+    wait_condition(&ns, "site", "Accepted", "True").await;
+    ns.wait_rollout("site-app", Duration::from_secs(120)).await;
+    let svc = ns.api::<Service>().get("site-app").await.unwrap();
+    assert_eq!(
+        svc.spec.unwrap().cluster_ip.as_deref(),
+        Some("None"),
+        "a headless Service"
+    );
+    let css = wait_http(
+        &format!("{url}/css/site.css"),
+        Duration::from_secs(120),
+        |r| r.status == 200,
+    )
+    .await;
+    assert!(!css.body.is_empty());
+    ns.apply::<VirtualServer>(json!({ "metadata": { "name": "site" }, "spec": spec.clone() }))
+        .await;
+    let deployments = ns.api::<Deployment>();
+    wait_for(
+        "the dropped pool's Deployment to be deleted",
+        Duration::from_secs(60),
+        || {
+            let deployments = deployments.clone();
+            async move {
+                deployments
+                    .get_opt("site-app")
+                    .await
+                    .ok()?
+                    .is_none()
+                    .then_some(())
+            }
+        },
+    )
+    .await;
+
     operator.abort();
 }

@@ -240,6 +240,101 @@ pub fn disruption_budget(vs: &VirtualServer) -> PodDisruptionBudget {
     .expect("valid PDB")
 }
 
+/// Labels of a `placement: pool` backend's pods (distinct from the edge pods', so the edge
+/// Service never selects them).
+pub fn pool_labels(vs: &VirtualServer, pool: &str) -> Value {
+    json!({
+        "app.kubernetes.io/name": "skiff-pool",
+        "app.kubernetes.io/instance": vs.name_any(),
+        "skiff.dev/pool": pool,
+    })
+}
+
+fn pool_metadata(vs: &VirtualServer, pool: &str) -> Value {
+    let mut meta = metadata(vs, &render::pool_workload_name(&vs.name_any(), pool));
+    meta["labels"]["skiff.dev/pool"] = pool.into();
+    meta
+}
+
+/// The pools that run as their own workload: `placement: pool` with an image.
+pub fn pooled(vs: &VirtualServer) -> impl Iterator<Item = &crate::crd::Pool> {
+    vs.spec
+        .pools
+        .iter()
+        .filter(|p| p.placement == Placement::Pool && p.image.is_some())
+}
+
+/// A `placement: pool` backend's Deployment.
+pub fn pool_deployment(vs: &VirtualServer, p: &crate::crd::Pool) -> Deployment {
+    let port = p.port.unwrap_or(9000);
+    let mut container = json!({
+        "name": p.name,
+        "image": p.image,
+        "env": p.env.iter().map(|(k, v)| json!({ "name": k, "value": v })).collect::<Vec<_>>(),
+        "ports": [{ "name": "backend", "containerPort": port }],
+        "readinessProbe": { "tcpSocket": { "port": "backend" }, "periodSeconds": 2 },
+        "resources": p.resources.clone().map(|r| serde_json::to_value(r).unwrap())
+            .unwrap_or(json!({ "requests": { "cpu": "100m", "memory": "64Mi" } })),
+    });
+    if !p.command.is_empty() {
+        container["command"] = json!(p.command);
+    }
+    if !p.args.is_empty() {
+        container["args"] = json!(p.args);
+    }
+    let mut d = json!({
+        "metadata": pool_metadata(vs, &p.name),
+        "spec": {
+            "selector": { "matchLabels": pool_labels(vs, &p.name) },
+            "strategy": { "type": "RollingUpdate", "rollingUpdate": { "maxUnavailable": 0, "maxSurge": 1 } },
+            "template": {
+                "metadata": { "labels": pool_labels(vs, &p.name) },
+                "spec": { "enableServiceLinks": false, "containers": [container] }
+            }
+        }
+    });
+    if p.autoscaling.is_none() {
+        d["spec"]["replicas"] = json!(2);
+    }
+    serde_json::from_value(d).expect("valid pool Deployment")
+}
+
+/// A `placement: pool` backend's headless Service: its DNS name resolves to every ready
+/// pod, and the edge re-resolves it every few seconds.
+pub fn pool_service(vs: &VirtualServer, p: &crate::crd::Pool) -> Service {
+    serde_json::from_value(json!({
+        "metadata": pool_metadata(vs, &p.name),
+        "spec": {
+            "clusterIP": "None",
+            "selector": pool_labels(vs, &p.name),
+            "ports": [{ "name": "backend", "port": p.port.unwrap_or(9000), "targetPort": "backend" }],
+        }
+    }))
+    .expect("valid pool Service")
+}
+
+/// A `placement: pool` backend's HPA, when it autoscales.
+pub fn pool_autoscaler(
+    vs: &VirtualServer,
+    p: &crate::crd::Pool,
+) -> Option<HorizontalPodAutoscaler> {
+    let a = p.autoscaling.as_ref()?;
+    let name = render::pool_workload_name(&vs.name_any(), &p.name);
+    Some(
+        serde_json::from_value(json!({
+            "metadata": pool_metadata(vs, &p.name),
+            "spec": {
+                "scaleTargetRef": { "apiVersion": "apps/v1", "kind": "Deployment", "name": name },
+                "minReplicas": a.min_replicas,
+                "maxReplicas": a.max_replicas,
+                "metrics": [{ "type": "Resource", "resource": { "name": "cpu",
+                    "target": { "type": "Utilization", "averageUtilization": a.target_cpu_utilization } } }],
+            }
+        }))
+        .expect("valid pool HPA"),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -310,6 +405,46 @@ mod tests {
             hpa["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"],
             60
         );
+    }
+
+    #[test]
+    fn pool_placement_gets_its_own_deployment_headless_service_and_hpa() {
+        let v = vs(json!({
+            "hosts": ["shop.example"], "content": { "configMap": "site" },
+            "pools": [
+                { "name": "php", "protocol": "fastcgi", "image": "php-fpm:8", "port": 9000,
+                  "autoscaling": { "minReplicas": 1, "maxReplicas": 5 } },
+                { "name": "ext", "protocol": "http", "endpoints": ["api.other:80"] }
+            ]
+        }));
+        let pools: Vec<_> = pooled(&v).collect();
+        assert_eq!(pools.len(), 1, "a pool without an image runs nothing");
+        let d = pool_deployment(&v, pools[0]);
+        assert_eq!(d.metadata.name.as_deref(), Some("shop-php"));
+        assert_eq!(
+            d.spec.as_ref().unwrap().replicas,
+            None,
+            "the HPA owns the count"
+        );
+        let labels = d
+            .spec
+            .as_ref()
+            .unwrap()
+            .selector
+            .match_labels
+            .clone()
+            .unwrap();
+        assert_eq!(
+            labels["app.kubernetes.io/name"], "skiff-pool",
+            "the edge Service must not select backends"
+        );
+        let svc = pool_service(&v, pools[0]);
+        assert_eq!(
+            svc.spec.as_ref().unwrap().cluster_ip.as_deref(),
+            Some("None")
+        );
+        let hpa = pool_autoscaler(&v, pools[0]).unwrap();
+        assert_eq!(hpa.spec.unwrap().scale_target_ref.name, "shop-php");
     }
 
     #[test]

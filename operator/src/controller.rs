@@ -155,6 +155,20 @@ async fn reconcile_inner(vs: &VirtualServer, ctx: &Context) -> Result<Action, Er
         None => delete_if_present::<HorizontalPodAutoscaler>(client, &ns, &vs.name_any()).await?,
     }
     apply(client, &ns, &children::disruption_budget(&vs)).await?;
+    for pool in children::pooled(&vs) {
+        apply(client, &ns, &children::pool_deployment(&vs, pool)).await?;
+        apply(client, &ns, &children::pool_service(&vs, pool)).await?;
+        match children::pool_autoscaler(&vs, pool) {
+            Some(hpa) => {
+                apply(client, &ns, &hpa).await?;
+            }
+            None => {
+                let name = render::pool_workload_name(&vs.name_any(), &pool.name);
+                delete_if_present::<HorizontalPodAutoscaler>(client, &ns, &name).await?
+            }
+        }
+    }
+    remove_dropped_pools(client, &ns, &vs).await?;
 
     let rolled =
         before.as_ref().and_then(|d| d.metadata.generation) != deployment.metadata.generation;
@@ -302,6 +316,40 @@ where
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
         Err(e) => Err(e.into()),
     }
+}
+
+/// Deletes the workloads of pools no longer in the spec (or no longer `placement: pool`).
+async fn remove_dropped_pools(client: &Client, ns: &str, vs: &VirtualServer) -> Result<(), Error> {
+    let keep: Vec<String> = children::pooled(vs).map(|p| p.name.clone()).collect();
+    let selector = format!(
+        "app.kubernetes.io/instance={},skiff.dev/pool",
+        vs.name_any()
+    );
+    let lp = kube::api::ListParams::default().labels(&selector);
+    let deployments = Api::<Deployment>::namespaced(client.clone(), ns)
+        .list(&lp)
+        .await?;
+    for d in deployments.items {
+        let pool = d
+            .labels()
+            .get("skiff.dev/pool")
+            .cloned()
+            .unwrap_or_default();
+        if keep.contains(&pool)
+            || !d
+                .owner_references()
+                .iter()
+                .any(|o| o.uid == vs.uid().unwrap_or_default())
+        {
+            continue;
+        }
+        let name = d.name_any();
+        tracing::info!(virtualserver = %key(vs), pool, "removing a dropped pool's workload");
+        delete_if_present::<Deployment>(client, ns, &name).await?;
+        delete_if_present::<Service>(client, ns, &name).await?;
+        delete_if_present::<HorizontalPodAutoscaler>(client, ns, &name).await?;
+    }
+    Ok(())
 }
 
 /// Names of referenced objects that do not exist (content and auth Secrets).
