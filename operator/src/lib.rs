@@ -3,6 +3,7 @@
 pub mod children;
 pub mod controller;
 pub mod crd;
+pub mod leader;
 pub mod metrics;
 pub mod render;
 

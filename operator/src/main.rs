@@ -20,6 +20,12 @@ struct Args {
     /// Edge image for VirtualServers that name none.
     #[arg(long, env = "SKIFF_OPERATOR_EDGE_IMAGE", default_value = skiff_operator::children::DEFAULT_IMAGE)]
     edge_image: String,
+    /// Take a Lease before reconciling, so that several replicas can run (one leads).
+    #[arg(long, env = "SKIFF_OPERATOR_LEADER_ELECTION", default_value_t = true, action = clap::ArgAction::Set)]
+    leader_election: bool,
+    /// Namespace of the leader Lease (the operator's own).
+    #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
+    lease_namespace: String,
     /// Log format: json (default) or text.
     #[arg(long, env = "SKIFF_OPERATOR_LOG_FORMAT", default_value = "json")]
     log_format: String,
@@ -54,6 +60,23 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let listener = tokio::net::TcpListener::bind(args.listen).await?;
     tracing::info!(listen = %args.listen, "skiff-operator started");
     tokio::spawn(serve_admin(listener, metrics));
+    if args.leader_election {
+        let identity = std::env::var("POD_NAME").unwrap_or_else(|_| {
+            format!(
+                "{}-{}",
+                std::env::var("HOSTNAME").unwrap_or_default(),
+                std::process::id()
+            )
+        });
+        skiff_operator::leader::Elector::new(
+            ctx.client.clone(),
+            &args.lease_namespace,
+            "skiff-operator",
+            &identity,
+        )
+        .acquire()
+        .await;
+    }
     controller::run(ctx).await;
     tracing::info!("skiff-operator stopped");
     Ok(())

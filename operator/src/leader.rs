@@ -1,0 +1,157 @@
+//! Leader election on a coordination.k8s.io Lease, so that two operator replicas can run:
+//! only the holder reconciles. Takes are optimistic (resourceVersion), a holder renews
+//! every `renew` and a lease not renewed for `duration` may be taken over. A leader that
+//! cannot renew in time exits, so it never reconciles beside a new leader.
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube::api::{Api, PostParams};
+use kube::Client;
+use serde_json::json;
+use std::time::Duration;
+
+pub struct Elector {
+    api: Api<Lease>,
+    name: String,
+    identity: String,
+    duration: Duration,
+    renew: Duration,
+}
+
+/// Whether `lease` lets `identity` take it now.
+pub fn can_take(lease: &Lease, identity: &str, now: Timestamp) -> bool {
+    let Some(spec) = &lease.spec else { return true };
+    match spec.holder_identity.as_deref() {
+        None | Some("") => true,
+        Some(holder) if holder == identity => true,
+        Some(_) => {
+            let seconds = spec.lease_duration_seconds.unwrap_or(15) as i64;
+            match &spec.renew_time {
+                Some(MicroTime(renewed)) => *renewed + SignedDuration::from_secs(seconds) < now,
+                None => true,
+            }
+        }
+    }
+}
+
+impl Elector {
+    pub fn new(client: Client, namespace: &str, name: &str, identity: &str) -> Elector {
+        Elector {
+            api: Api::namespaced(client, namespace),
+            name: name.into(),
+            identity: identity.into(),
+            duration: Duration::from_secs(15),
+            renew: Duration::from_secs(5),
+        }
+    }
+
+    /// Tries once to take or renew the lease; true when this process holds it.
+    async fn try_hold(&self) -> Result<bool, kube::Error> {
+        let now = Timestamp::now();
+        let spec = |transitions: i32, acquired: Option<MicroTime>| {
+            json!({
+                "holderIdentity": self.identity,
+                "leaseDurationSeconds": self.duration.as_secs(),
+                "renewTime": MicroTime(now),
+                "acquireTime": acquired.unwrap_or(MicroTime(now)),
+                "leaseTransitions": transitions,
+            })
+        };
+        match self.api.get_opt(&self.name).await? {
+            None => {
+                let lease: Lease = serde_json::from_value(json!({
+                    "metadata": { "name": self.name },
+                    "spec": spec(0, None),
+                }))
+                .unwrap();
+                match self.api.create(&PostParams::default(), &lease).await {
+                    Ok(_) => Ok(true),
+                    Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+                    Err(e) => Err(e),
+                }
+            }
+            Some(mut lease) => {
+                if !can_take(&lease, &self.identity, now) {
+                    return Ok(false);
+                }
+                let old = lease.spec.clone().unwrap_or_default();
+                let mine = old.holder_identity.as_deref() == Some(self.identity.as_str());
+                let transitions = old.lease_transitions.unwrap_or(0) + i32::from(!mine);
+                let acquired = if mine { old.acquire_time } else { None };
+                lease.spec = Some(serde_json::from_value(spec(transitions, acquired)).unwrap());
+                // replace carries the resourceVersion read above: a racing taker gets 409.
+                match self
+                    .api
+                    .replace(&self.name, &PostParams::default(), &lease)
+                    .await
+                {
+                    Ok(_) => Ok(true),
+                    Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+                    Err(e) => Err(e),
+                }
+            }
+        }
+    }
+
+    /// Waits until this process holds the lease, then keeps renewing it in the background.
+    pub async fn acquire(self) {
+        loop {
+            match self.try_hold().await {
+                Ok(true) => break,
+                Ok(false) => {}
+                Err(e) => tracing::warn!(error = %e, "leader election"),
+            }
+            tokio::time::sleep(self.renew).await;
+        }
+        tracing::info!(lease = %self.name, identity = %self.identity, "became the leader");
+        tokio::spawn(async move {
+            let mut last_renewed = std::time::Instant::now();
+            loop {
+                tokio::time::sleep(self.renew).await;
+                match self.try_hold().await {
+                    Ok(true) => last_renewed = std::time::Instant::now(),
+                    Ok(false) => {
+                        tracing::error!("lost the leader lease to another replica; exiting");
+                        std::process::exit(1);
+                    }
+                    Err(e) => tracing::warn!(error = %e, "cannot renew the leader lease"),
+                }
+                if last_renewed.elapsed() > self.duration {
+                    tracing::error!("leader lease not renewed in time; exiting");
+                    std::process::exit(1);
+                }
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lease(holder: &str, renewed_secs_ago: i64) -> Lease {
+        let now = Timestamp::now();
+        serde_json::from_value(json!({
+            "metadata": { "name": "skiff-operator" },
+            "spec": {
+                "holderIdentity": holder,
+                "leaseDurationSeconds": 15,
+                "renewTime": MicroTime(now - SignedDuration::from_secs(renewed_secs_ago)),
+            }
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_fresh_lease_of_another_holder_is_not_taken() {
+        assert!(!can_take(&lease("other", 3), "me", Timestamp::now()));
+    }
+
+    #[test]
+    fn an_expired_lease_or_our_own_is_taken() {
+        assert!(can_take(&lease("other", 20), "me", Timestamp::now()));
+        assert!(can_take(&lease("me", 3), "me", Timestamp::now()));
+        assert!(can_take(&lease("", 3), "me", Timestamp::now()));
+    }
+}
