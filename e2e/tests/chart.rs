@@ -1,8 +1,10 @@
 //! The Helm chart on the real cluster: `helm install` gives a running operator (the
-//! skiff-operator image, in-cluster config, RBAC from the chart) that reconciles the
+//! skiff-operator image, in-cluster config, RBAC from the chart; two replicas, one elected
+//! leader on a Lease) that reconciles the
 //! chart's example VirtualServer into a site answering through its Service; uninstalling
 //! keeps the CRD (crds.keep), so no VirtualServer is ever deleted by accident.
 
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{DeleteParams, ListParams};
@@ -78,6 +80,8 @@ async fn helm_install_runs_the_operator_and_the_example_site() {
             "operator.image.pullPolicy=Never",
             "--set",
             "example.enabled=true",
+            "--set",
+            "operator.replicas=2",
             "--wait",
             "--timeout",
             "180s",
@@ -124,13 +128,30 @@ async fn helm_install_runs_the_operator_and_the_example_site() {
     .await;
     assert_eq!(health.body, "ok\n");
 
-    // Its metrics say it reconciled, from inside the cluster.
+    // Two replicas, one leader: the Lease names one of the operator pods, and that pod's
+    // metrics say it reconciled.
     let pods = ns
         .api::<Pod>()
         .list(&ListParams::default().labels("app.kubernetes.io/name=skiff-operator"))
         .await
         .unwrap();
-    let ip = pods.items[0]
+    assert_eq!(pods.items.len(), 2);
+    let lease = ns
+        .api::<Lease>()
+        .get("skiff-operator")
+        .await
+        .expect("the leader Lease");
+    let holder = lease
+        .spec
+        .and_then(|s| s.holder_identity)
+        .expect("a holder");
+    let leader = pods
+        .items
+        .iter()
+        .find(|p| p.metadata.name.as_deref() == Some(holder.as_str()));
+    let leader =
+        leader.unwrap_or_else(|| panic!("the Lease holder {holder} is not an operator pod"));
+    let ip = leader
         .status
         .as_ref()
         .and_then(|s| s.pod_ip.clone())
