@@ -169,6 +169,13 @@ async fn helm_install_runs_the_operator_and_the_example_site() {
         .unwrap();
     let count: f64 = line.rsplit(' ').next().unwrap().parse().unwrap();
     assert!(count >= 1.0, "{line}");
+    assert!(
+        metrics
+            .body
+            .contains("skiff_operator_virtualservers{condition=\"Ready\",status=\"True\"} 1"),
+        "VirtualServers by condition:\n{}",
+        metrics.body
+    );
 
     helm(
         &kc,

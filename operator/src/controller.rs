@@ -58,7 +58,9 @@ pub async fn run(ctx: Arc<Context>) {
     let client = ctx.client.clone();
     let vs: Api<VirtualServer> = Api::all(client.clone());
     let wc = watcher::Config::default().labels("app.kubernetes.io/managed-by=skiff-operator");
-    Controller::new(vs, watcher::Config::default())
+    let controller = Controller::new(vs, watcher::Config::default());
+    ctx.metrics.watch(controller.store());
+    controller
         .owns(Api::<Deployment>::all(client.clone()), wc.clone())
         .owns(Api::<ConfigMap>::all(client.clone()), wc.clone())
         .owns(Api::<Service>::all(client.clone()), wc.clone())

@@ -1,13 +1,16 @@
 //! The operator's Prometheus metrics (prefix `skiff_operator_`), and the per-object failure
 //! streaks that drive the error back-off.
 
+use crate::crd::VirtualServer;
+use kube::runtime::reflector::Store;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -15,11 +18,20 @@ struct ReasonLabels {
     reason: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ConditionLabels {
+    condition: String,
+    status: String,
+}
+
 pub struct Metrics {
     registry: Registry,
     reconciliations: Counter,
     errors: Family<ReasonLabels, Counter>,
     duration: Histogram,
+    by_condition: Family<ConditionLabels, Gauge>,
+    /// The controller's cache of VirtualServers, counted by condition at scrape time.
+    store: OnceLock<Store<VirtualServer>>,
     streaks: Mutex<HashMap<String, u32>>,
 }
 
@@ -46,11 +58,19 @@ impl Metrics {
             "Time one reconcile took",
             duration.clone(),
         );
+        let by_condition = Family::<ConditionLabels, Gauge>::default();
+        registry.register(
+            "virtualservers",
+            "VirtualServers by condition and status",
+            by_condition.clone(),
+        );
         Metrics {
             registry,
             reconciliations,
             errors,
             duration,
+            by_condition,
+            store: OnceLock::new(),
             streaks: Mutex::default(),
         }
     }
@@ -78,7 +98,29 @@ impl Metrics {
         }
     }
 
+    pub fn watch(&self, store: Store<VirtualServer>) {
+        let _ = self.store.set(store);
+    }
+
+    /// Recounts VirtualServers by condition from the cache.
+    fn count_conditions(&self) {
+        let Some(store) = self.store.get() else {
+            return;
+        };
+        self.by_condition.clear();
+        for vs in store.state() {
+            for c in vs.status.iter().flat_map(|s| &s.conditions) {
+                let labels = ConditionLabels {
+                    condition: c.type_.clone(),
+                    status: c.status.clone(),
+                };
+                self.by_condition.get_or_create(&labels).inc();
+            }
+        }
+    }
+
     pub fn encode(&self) -> String {
+        self.count_conditions();
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &self.registry).expect("text encoding");
         out
