@@ -15,6 +15,8 @@ echo "== the skiff image, built without Docker, checked"
 images/build.sh
 python3 images/check_image.py target/images/skiff.oci.tar
 python3 images/check_image.py target/images/skiff-operator.oci.tar skiff-operator
+echo "== the Helm chart"
+scripts/chart-check.sh
 echo "== cargo test"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT

@@ -146,6 +146,22 @@ async fn virtualserver_reconciles_into_a_serving_edge_farm() {
         "{err}"
     );
 
+    // Every example in examples/virtualservers/ passes the apiserver's schema and CEL rules.
+    let examples = skiff_e2e::repo_root().join("examples/virtualservers");
+    for entry in std::fs::read_dir(&examples).unwrap() {
+        let path = entry.unwrap().path();
+        let vs: VirtualServer =
+            serde_saphyr::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let dry_run = PostParams {
+            dry_run: true,
+            ..PostParams::default()
+        };
+        ns.api::<VirtualServer>()
+            .create(&dry_run, &vs)
+            .await
+            .unwrap_or_else(|e| panic!("{} refused: {e}", path.display()));
+    }
+
     ns.apply::<ConfigMap>(json!({ "metadata": { "name": "site-files" }, "data": { "index.html": "<h1>operated</h1>\n" } }))
         .await;
     let spec = json!({

@@ -1,0 +1,30 @@
+//! The VirtualServers in examples/virtualservers/ stay valid: each parses as the CRD type,
+//! renders into a server config the server's validator accepts, and yields its children.
+
+use kube::ResourceExt;
+use skiff_operator::crd::VirtualServer;
+use skiff_operator::{children, render};
+
+#[test]
+fn every_example_renders() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/virtualservers");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().and_then(|e| e.to_str()) != Some("yaml") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let mut vs: VirtualServer =
+            serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        vs.metadata.namespace = Some("examples".into());
+        vs.metadata.uid = Some("uid".into());
+        let rendered =
+            render::server_config(&vs).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        assert!(!rendered.hash.is_empty());
+        let d = children::deployment(&vs);
+        assert_eq!(d.metadata.name.as_deref(), Some(vs.name_any().as_str()));
+        seen += 1;
+    }
+    assert_eq!(seen, 4, "static, thumbnails, PHP and Django examples");
+}

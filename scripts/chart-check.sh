@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Checks the Helm chart: `helm lint --strict`, values.schema.json refusing bad values, and
+# golden `helm template` renderings (charts/skiff/tests/golden/*.yaml) for the default
+# values and for the example site. `--bless` rewrites the golden files.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+helm="$(e2e/scripts/install-tools.sh)/helm"
+export HELM_CACHE_HOME=${TMPDIR:-/tmp}/skiff-helm HELM_CONFIG_HOME=${TMPDIR:-/tmp}/skiff-helm HELM_DATA_HOME=${TMPDIR:-/tmp}/skiff-helm
+chart=charts/skiff
+golden=$chart/tests/golden
+"$helm" lint --strict "$chart" >/dev/null
+# The schema must refuse what the chart cannot honour.
+for bad in operator.logFormat=xml operator.image.pullPolicy=Sometimes operator.metricsPort=0 nonsense=1; do
+  if "$helm" template skiff "$chart" --set "$bad" >/dev/null 2>&1; then
+    echo "chart-check: values.schema.json accepted $bad" >&2
+    exit 1
+  fi
+done
+render() { "$helm" template skiff "$chart" --namespace skiff "$@"; }
+status=0
+for case in default example; do
+  args=()
+  [ "$case" = example ] && args=(--set example.enabled=true --set crds.enabled=false)
+  if [ "${1:-}" = --bless ]; then
+    render "${args[@]}" >"$golden/$case.yaml"
+  elif ! diff -u "$golden/$case.yaml" <(render "${args[@]}"); then
+    echo "chart-check: $golden/$case.yaml is stale (scripts/chart-check.sh --bless)" >&2
+    status=1
+  fi
+done
+[ $status = 0 ] && echo "chart: lint, schema and golden renderings ok"
+exit $status
