@@ -12,7 +12,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, CustomResourceExt, ResourceExt};
 use serde_json::json;
-use skiff_e2e::{wait_for, wait_http, TestNamespace, SKIFF_IMAGE};
+use skiff_e2e::{wait_for, wait_http, Load, TestNamespace, SKIFF_IMAGE};
 use skiff_operator::controller::{self, Context};
 use skiff_operator::crd::VirtualServer;
 use std::sync::Arc;
@@ -248,6 +248,7 @@ async fn virtualserver_reconciles_into_a_serving_edge_farm() {
         .unwrap()
         .metadata
         .generation;
+    let uids_before = pod_uids(&ns).await;
     let mut changed = spec.clone();
     changed["rules"].as_array_mut().unwrap().push(json!({
         "name": "hello", "match": { "path": "/hello" }, "action": { "respond": { "status": 200, "body": "hot\n" } }
@@ -257,7 +258,10 @@ async fn virtualserver_reconciles_into_a_serving_edge_farm() {
     // Each pod reloads when the kubelet refreshes its ConfigMap volume: ask every pod.
     let pods = ns
         .api::<Pod>()
-        .list(&ListParams::default().labels("app.kubernetes.io/instance=site"))
+        .list(
+            &ListParams::default()
+                .labels("app.kubernetes.io/name=skiff,app.kubernetes.io/instance=site"),
+        )
         .await
         .unwrap();
     assert_eq!(pods.items.len(), 2);
@@ -279,6 +283,28 @@ async fn virtualserver_reconciles_into_a_serving_edge_farm() {
     let vs = wait_condition(&ns, "site", "Accepted", "True").await;
     let new_hash = vs.status.unwrap().config_hash.unwrap();
     assert_ne!(new_hash, hash);
+    // Same pods (no restart), each reporting the new config's hash.
+    assert_eq!(
+        pod_uids(&ns).await,
+        uids_before,
+        "hot reload must not restart pods"
+    );
+    let client = reqwest::Client::new();
+    for ip in pod_ips(&ns).await {
+        let metrics = client
+            .get(format!("http://{ip}:9145/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let want = format!("skiff_config_info{{hash=\"{new_hash}\"}} 1");
+        assert!(
+            metrics.contains(&want),
+            "{ip} does not report {want}:\n{metrics}"
+        );
+    }
 
     // An invalid config is refused; the previous one keeps serving.
     let mut broken = spec.clone();
@@ -345,5 +371,84 @@ async fn virtualserver_reconciles_into_a_serving_edge_farm() {
     )
     .await;
 
+    // A pod-template change (resources) under load: pods roll one by one, and no request
+    // through the Service fails.
+    let load = Load::start(&format!("{url}/"), Duration::from_secs(40), 8);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut bigger = spec.clone();
+    bigger["resources"] = json!({ "requests": { "cpu": "30m", "memory": "16Mi" } });
+    ns.apply::<VirtualServer>(json!({ "metadata": { "name": "site" }, "spec": bigger }))
+        .await;
+    let d = ns.wait_rollout("site", Duration::from_secs(120)).await;
+    let cpu = &d.spec.unwrap().template.spec.unwrap().containers[0];
+    assert_eq!(
+        cpu.resources.as_ref().unwrap().requests.as_ref().unwrap()["cpu"].0,
+        "30m"
+    );
+    let report = load.finish();
+    eprintln!(
+        "load during the operator's rollout: {} requests, {} errors",
+        report.requests,
+        report.errors()
+    );
+    assert!(report.requests > 1000, "{}", report.raw);
+    assert_eq!(
+        report.errors(),
+        0,
+        "a rollout must not fail requests:\n{}",
+        report.raw
+    );
+    wait_condition(&ns, "site", "Ready", "True").await;
+
+    // Deleting the VirtualServer garbage-collects every child.
+    ns.api::<VirtualServer>()
+        .delete("site", &Default::default())
+        .await
+        .unwrap();
+    let (deployments, configs, services) = (
+        ns.api::<Deployment>(),
+        ns.api::<ConfigMap>(),
+        ns.api::<Service>(),
+    );
+    wait_for(
+        "the children to be garbage-collected",
+        Duration::from_secs(90),
+        || {
+            let (d, c, s) = (deployments.clone(), configs.clone(), services.clone());
+            async move {
+                let gone = d.get_opt("site").await.ok()?.is_none()
+                    && c.get_opt("site-config").await.ok()?.is_none()
+                    && s.get_opt("site").await.ok()?.is_none();
+                gone.then_some(())
+            }
+        },
+    )
+    .await;
+
     operator.abort();
+}
+
+async fn edge_pods(ns: &TestNamespace) -> Vec<Pod> {
+    let lp = ListParams::default()
+        .labels("app.kubernetes.io/name=skiff,app.kubernetes.io/instance=site");
+    let mut pods = ns.api::<Pod>().list(&lp).await.unwrap().items;
+    pods.retain(|p| p.metadata.deletion_timestamp.is_none());
+    pods.sort_by_key(|p| p.metadata.name.clone());
+    pods
+}
+
+async fn pod_uids(ns: &TestNamespace) -> Vec<String> {
+    edge_pods(ns)
+        .await
+        .into_iter()
+        .filter_map(|p| p.metadata.uid)
+        .collect()
+}
+
+async fn pod_ips(ns: &TestNamespace) -> Vec<String> {
+    edge_pods(ns)
+        .await
+        .into_iter()
+        .filter_map(|p| p.status?.pod_ip)
+        .collect()
 }
