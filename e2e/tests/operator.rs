@@ -164,6 +164,26 @@ async fn virtualserver_reconciles_into_a_serving_edge_farm() {
 
     ns.apply::<ConfigMap>(json!({ "metadata": { "name": "site-files" }, "data": { "index.html": "<h1>operated</h1>\n" } }))
         .await;
+    // TLS from an issuer, on a cluster without cert-manager: a clear condition, no crash.
+    ns.apply::<VirtualServer>(json!({
+        "metadata": { "name": "secure" },
+        "spec": {
+            "hosts": ["secure.example"], "content": { "configMap": "site-files" }, "replicas": 0,
+            "tls": { "issuerRef": { "name": "letsencrypt", "kind": "ClusterIssuer" } }
+        }
+    }))
+    .await;
+    let secure = wait_condition(&ns, "secure", "CertificateReady", "False").await;
+    assert_eq!(
+        condition(&secure, "CertificateReady").unwrap().1,
+        "CertManagerNotInstalled"
+    );
+    assert_eq!(condition(&secure, "Accepted").unwrap().0, "True");
+    ns.api::<VirtualServer>()
+        .delete("secure", &Default::default())
+        .await
+        .unwrap();
+
     let spec = json!({
         "hosts": ["site.example"],
         "content": { "configMap": "site-files" },

@@ -335,6 +335,31 @@ pub fn pool_autoscaler(
     )
 }
 
+/// The Secret holding the hosts' certificate: the one named, or the one cert-manager fills.
+pub fn tls_secret_name(vs: &VirtualServer) -> String {
+    vs.spec
+        .tls
+        .as_ref()
+        .and_then(|t| t.secret_name.clone())
+        .unwrap_or_else(|| format!("{}-tls", vs.name_any()))
+}
+
+/// A cert-manager Certificate for every host, from the named issuer.
+pub fn certificate(vs: &VirtualServer) -> Value {
+    let issuer = vs.spec.tls.as_ref().and_then(|t| t.issuer_ref.clone());
+    let (name, kind) = issuer.map_or((String::new(), "Issuer".to_string()), |i| (i.name, i.kind));
+    json!({
+        "apiVersion": "cert-manager.io/v1",
+        "kind": "Certificate",
+        "metadata": metadata(vs, &vs.name_any()),
+        "spec": {
+            "secretName": tls_secret_name(vs),
+            "dnsNames": vs.spec.hosts,
+            "issuerRef": { "name": name, "kind": kind, "group": "cert-manager.io" },
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -445,6 +470,22 @@ mod tests {
         );
         let hpa = pool_autoscaler(&v, pools[0]).unwrap();
         assert_eq!(hpa.spec.unwrap().scale_target_ref.name, "shop-php");
+    }
+
+    #[test]
+    fn certificate_covers_every_host_from_the_issuer() {
+        let v = vs(json!({
+            "hosts": ["shop.example", "*.shop.example"], "content": { "configMap": "site" },
+            "tls": { "issuerRef": { "name": "letsencrypt", "kind": "ClusterIssuer" } }
+        }));
+        let c = certificate(&v);
+        assert_eq!(c["spec"]["secretName"], "shop-tls");
+        assert_eq!(
+            c["spec"]["dnsNames"],
+            json!(["shop.example", "*.shop.example"])
+        );
+        assert_eq!(c["spec"]["issuerRef"]["kind"], "ClusterIssuer");
+        assert_eq!(c["metadata"]["ownerReferences"][0]["kind"], "VirtualServer");
     }
 
     #[test]

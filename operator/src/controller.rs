@@ -11,7 +11,9 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Secret, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::watcher;
@@ -202,15 +204,17 @@ async fn reconcile_inner(vs: &VirtualServer, ctx: &Context) -> Result<Action, Er
             m,
         ),
     }
-    if vs.spec.tls.as_ref().is_some_and(|t| t.issuer_ref.is_some()) {
+    if let Some((ok, reason, message)) = certificate(client, &ns, &vs).await? {
         set_condition(
             &mut status,
             generation,
             "CertificateReady",
-            false,
-            "NotImplemented",
-            "cert-manager Certificates are not created yet",
+            ok,
+            reason,
+            &message,
         );
+    } else {
+        status.conditions.retain(|c| c.type_ != "CertificateReady");
     }
     let ds = deployment.status.clone().unwrap_or_default();
     let want = deployment
@@ -318,6 +322,81 @@ where
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
         Err(e) => Err(e.into()),
     }
+}
+
+/// The TLS certificate: a named Secret is checked for; an issuer gets a cert-manager
+/// Certificate when cert-manager's CRDs exist (discovered at each reconcile, so installing
+/// cert-manager later just works), and a clear condition when they do not.
+async fn certificate(
+    client: &Client,
+    ns: &str,
+    vs: &VirtualServer,
+) -> Result<Option<(bool, &'static str, String)>, Error> {
+    let Some(tls) = &vs.spec.tls else {
+        return Ok(None);
+    };
+    let secret_name = children::tls_secret_name(vs);
+    if tls.issuer_ref.is_none() {
+        let found = Api::<Secret>::namespaced(client.clone(), ns)
+            .get_opt(&secret_name)
+            .await?
+            .is_some();
+        return Ok(Some(if found {
+            (
+                true,
+                "SecretFound",
+                format!("Secret {secret_name} holds the certificate"),
+            )
+        } else {
+            (
+                false,
+                "SecretNotFound",
+                format!("Secret {secret_name} does not exist"),
+            )
+        }));
+    }
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    if crds
+        .get_opt("certificates.cert-manager.io")
+        .await?
+        .is_none()
+    {
+        return Ok(Some((
+            false,
+            "CertManagerNotInstalled",
+            "tls.issuerRef needs cert-manager; its CRDs are not installed".into(),
+        )));
+    }
+    let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(
+        "cert-manager.io",
+        "v1",
+        "Certificate",
+    ));
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &resource);
+    let name = vs.name_any();
+    let applied = api
+        .patch(
+            &name,
+            &PatchParams::apply(MANAGER).force(),
+            &Patch::Apply(&children::certificate(vs)),
+        )
+        .await?;
+    let ready = applied.data["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == "Ready");
+    Ok(Some(match ready {
+        Some(c) if c["status"] == "True" => {
+            (true, "Issued", format!("Certificate {name} is ready"))
+        }
+        Some(c) => (
+            false,
+            "Pending",
+            c["message"].as_str().unwrap_or("not ready").to_string(),
+        ),
+        None => (false, "Pending", format!("Certificate {name} requested")),
+    }))
 }
 
 /// Deletes the workloads of pools no longer in the spec (or no longer `placement: pool`).
