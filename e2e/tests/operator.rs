@@ -128,7 +128,7 @@ async fn virtualserver_reconciles_into_a_serving_edge_farm() {
         metrics: Default::default(),
         default_image: SKIFF_IMAGE.into(),
     });
-    let operator = tokio::spawn(controller::run(ctx.clone()));
+    let mut operator = tokio::spawn(controller::run(ctx.clone()));
 
     // CEL at admission: two content sources are refused before the operator sees them.
     let bad: VirtualServer = serde_json::from_value(json!({
@@ -236,6 +236,26 @@ async fn virtualserver_reconciles_into_a_serving_edge_farm() {
     expected.pop();
     after.pop();
     assert_eq!(after, expected, "a settled reconcile changed a child");
+    // A restarted operator reconciles everything again, and writes nothing either.
+    let before = resource_versions(&ns).await;
+    operator.abort();
+    let reconciles_before = reconciliations(&ctx);
+    operator = tokio::spawn(controller::run(ctx.clone()));
+    wait_for(
+        "the restarted operator to reconcile",
+        Duration::from_secs(30),
+        || {
+            let n = reconciliations(&ctx);
+            async move { (n > reconciles_before).then_some(()) }
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        resource_versions(&ns).await,
+        before,
+        "a restarted operator wrote to settled objects"
+    );
 
     // Drift: a hand edit of the config is put back.
     let cms = ns.api::<ConfigMap>();
@@ -446,6 +466,15 @@ async fn virtualserver_reconciles_into_a_serving_edge_farm() {
     .await;
 
     operator.abort();
+}
+
+fn reconciliations(ctx: &Context) -> f64 {
+    let text = ctx.metrics.encode();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("skiff_operator_reconciliations_total"))
+        .unwrap();
+    line.rsplit(' ').next().unwrap().parse().unwrap()
 }
 
 async fn edge_pods(ns: &TestNamespace) -> Vec<Pod> {
