@@ -419,6 +419,8 @@ async fn virtualserver_reconciles_into_a_serving_edge_farm() {
     bigger["resources"] = json!({ "requests": { "cpu": "30m", "memory": "16Mi" } });
     ns.apply::<VirtualServer>(json!({ "metadata": { "name": "site" }, "spec": bigger }))
         .await;
+    // The operator applies the new template first (a moment after the edit), then it rolls.
+    wait_condition(&ns, "site", "Accepted", "True").await;
     let d = ns.wait_rollout("site", Duration::from_secs(120)).await;
     let cpu = &d.spec.unwrap().template.spec.unwrap().containers[0];
     assert_eq!(
