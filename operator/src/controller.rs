@@ -147,9 +147,6 @@ async fn reconcile_inner(vs: &VirtualServer, ctx: &Context) -> Result<Action, Er
     let missing = missing_refs(client, &ns, &vs).await?;
     let config_changed = old.config_hash.as_deref() != Some(rendered.hash.as_str());
     apply(client, &ns, &children::config_map(&vs, &rendered)).await?;
-    let before = Api::<Deployment>::namespaced(client.clone(), &ns)
-        .get_opt(&vs.name_any())
-        .await?;
     let deployment = apply(client, &ns, &children::deployment(&vs)).await?;
     let service = apply(client, &ns, &children::service(&vs)).await?;
     match children::autoscaler(&vs) {
@@ -174,8 +171,13 @@ async fn reconcile_inner(vs: &VirtualServer, ctx: &Context) -> Result<Action, Er
     }
     remove_dropped_pools(client, &ns, &vs).await?;
 
-    let rolled =
-        before.as_ref().and_then(|d| d.metadata.generation) != deployment.metadata.generation;
+    // The Deployment controller has not caught up with a new template yet: a rollout starts.
+    let rolled = deployment
+        .status
+        .as_ref()
+        .and_then(|s| s.observed_generation)
+        < deployment.metadata.generation
+        && old.observed_generation.is_some();
     let mut status = old.clone();
     status.observed_generation = generation;
     set_condition(
