@@ -77,6 +77,9 @@ pub struct VirtualServerSpec {
     /// The in-memory I/O cache of each edge pod.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache: Option<Cache>,
+    /// On-the-fly compression of text responses (each file version compressed once).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compression: Option<Compression>,
     /// Access log format on the pods' stdout.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log_format: Option<LogFormat>,
@@ -452,6 +455,32 @@ pub struct Autoscaling {
 
 fn default_cpu_target() -> i32 {
     70
+}
+
+/// Response compression.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Compression {
+    /// Codings offered, best first among equals: `br`, `zstd`, `gzip` (all three by default).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 3))]
+    pub encodings: Vec<Coding>,
+    /// Bodies smaller than this many bytes go uncompressed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_size: Option<u64>,
+    /// Media types compressed, exact (`application/json`) or by type (`text/*`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
+    pub types: Vec<String>,
+}
+
+/// A content coding.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Coding {
+    Br,
+    Zstd,
+    Gzip,
 }
 
 /// I/O cache sizes.

@@ -58,6 +58,22 @@ pub fn server_config(vs: &VirtualServer) -> Result<Rendered, Invalid> {
         }],
         "pools": spec.pools.iter().map(|p| pool(p, &name, &ns)).collect::<Vec<_>>(),
     });
+    if let Some(c) = &spec.compression {
+        let mut m = Map::new();
+        if !c.encodings.is_empty() {
+            m.insert(
+                "encodings".into(),
+                serde_json::to_value(&c.encodings).unwrap(),
+            );
+        }
+        if let Some(n) = c.min_size {
+            m.insert("min_size".into(), n.into());
+        }
+        if !c.types.is_empty() {
+            m.insert("types".into(), json!(c.types));
+        }
+        config["virtual_servers"][0]["compression"] = Value::Object(m);
+    }
     if let Some(cache) = &spec.cache {
         let mut c = Map::new();
         if let Some(b) = cache.max_bytes {
@@ -222,6 +238,7 @@ mod tests {
         let r = server_config(&vs(json!({
             "hosts": ["shop.example.com"],
             "content": { "configMap": "shop-site" },
+            "compression": { "encodings": ["br", "gzip"], "minSize": 512 },
             "rules": [
                 { "name": "php", "match": { "extensions": ["php"] }, "action": { "fastcgi": { "pool": "php", "splitPathInfo": true } } },
                 { "match": { "prefix": "/old/" }, "action": { "redirect": { "to": "/new/", "status": 301 } } },
@@ -246,6 +263,12 @@ mod tests {
             rules[3].basic_auth.as_ref().unwrap().htpasswd,
             "/etc/skiff/auth/admins/htpasswd"
         );
+        let compression = cfg.virtual_servers[0].compression.as_ref().unwrap();
+        assert_eq!(
+            compression.encodings,
+            [skiff_config::Coding::Brotli, skiff_config::Coding::Gzip]
+        );
+        assert_eq!(compression.min_size, 512);
         assert_eq!(r.hash, skiff_config::config_hash(&r.yaml));
     }
 
