@@ -280,6 +280,48 @@ async fn virtualserver_reconciles_into_a_serving_edge_farm() {
     )
     .await;
 
+    // A child deleted by hand is recreated.
+    let services = ns.api::<Service>();
+    let old_uid = services.get("site").await.unwrap().metadata.uid;
+    services.delete("site", &Default::default()).await.unwrap();
+    wait_for(
+        "the deleted Service to be recreated",
+        Duration::from_secs(30),
+        || {
+            let (services, old_uid) = (services.clone(), old_uid.clone());
+            async move {
+                let svc = services.get_opt("site").await.ok()??;
+                (svc.metadata.uid != old_uid && svc.metadata.deletion_timestamp.is_none())
+                    .then_some(())
+            }
+        },
+    )
+    .await;
+    let url = format!(
+        "http://{}",
+        ns.api::<Service>()
+            .get("site")
+            .await
+            .unwrap()
+            .spec
+            .unwrap()
+            .cluster_ip
+            .unwrap()
+    );
+    wait_http(&format!("{url}/"), Duration::from_secs(60), |r| {
+        r.status == 200
+    })
+    .await;
+
+    // No Prometheus Operator here: a clear condition, and the metrics Service to scrape.
+    let vs = ns.api::<VirtualServer>().get("site").await.unwrap();
+    let (status, reason, _) = condition(&vs, "Monitored").unwrap();
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "PrometheusOperatorNotInstalled")
+    );
+    assert!(services.get_opt("site-metrics").await.unwrap().is_some());
+
     // A config-only change: delivered in place, no rollout, hot-reloaded by the pods.
     let generation = ns
         .api::<Deployment>()

@@ -360,6 +360,36 @@ pub fn certificate(vs: &VirtualServer) -> Value {
     })
 }
 
+/// A headless Service for the edge pods' admin port (/metrics), for Prometheus.
+pub fn metrics_service(vs: &VirtualServer) -> Service {
+    let mut meta = metadata(vs, &format!("{}-metrics", vs.name_any()));
+    meta["labels"]["skiff.dev/metrics"] = "true".into();
+    serde_json::from_value(json!({
+        "metadata": meta,
+        "spec": {
+            "clusterIP": "None",
+            "selector": selector_labels(vs),
+            "ports": [{ "name": "admin", "port": render::ADMIN_PORT, "targetPort": "admin" }],
+        }
+    }))
+    .expect("valid metrics Service")
+}
+
+/// A Prometheus Operator ServiceMonitor scraping the edge pods through [`metrics_service`].
+pub fn service_monitor(vs: &VirtualServer) -> Value {
+    json!({
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "ServiceMonitor",
+        "metadata": metadata(vs, &vs.name_any()),
+        "spec": {
+            "selector": { "matchLabels": {
+                "app.kubernetes.io/instance": vs.name_any(), "skiff.dev/metrics": "true"
+            } },
+            "endpoints": [{ "port": "admin", "path": "/metrics", "interval": "30s" }],
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

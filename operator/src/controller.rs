@@ -206,6 +206,27 @@ async fn reconcile_inner(vs: &VirtualServer, ctx: &Context) -> Result<Action, Er
             m,
         ),
     }
+    match monitoring(client, &ns, &vs).await? {
+        true => set_condition(
+            &mut status,
+            generation,
+            "Monitored",
+            true,
+            "ServiceMonitorCreated",
+            "a ServiceMonitor scrapes the edge pods",
+        ),
+        false => set_condition(
+            &mut status,
+            generation,
+            "Monitored",
+            false,
+            "PrometheusOperatorNotInstalled",
+            &format!(
+                "no ServiceMonitor CRD; scrape Service {}-metrics directly",
+                vs.name_any()
+            ),
+        ),
+    }
     if let Some((ok, reason, message)) = certificate(client, &ns, &vs).await? {
         set_condition(
             &mut status,
@@ -324,6 +345,33 @@ where
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
         Err(e) => Err(e.into()),
     }
+}
+
+/// The metrics Service always; a ServiceMonitor when the Prometheus Operator's CRD exists
+/// (discovered per reconcile). Returns whether a ServiceMonitor was applied.
+async fn monitoring(client: &Client, ns: &str, vs: &VirtualServer) -> Result<bool, Error> {
+    apply(client, ns, &children::metrics_service(vs)).await?;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    if crds
+        .get_opt("servicemonitors.monitoring.coreos.com")
+        .await?
+        .is_none()
+    {
+        return Ok(false);
+    }
+    let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(
+        "monitoring.coreos.com",
+        "v1",
+        "ServiceMonitor",
+    ));
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &resource);
+    api.patch(
+        &vs.name_any(),
+        &PatchParams::apply(MANAGER).force(),
+        &Patch::Apply(&children::service_monitor(vs)),
+    )
+    .await?;
+    Ok(true)
 }
 
 /// The TLS certificate: a named Secret is checked for; an issuer gets a cert-manager
