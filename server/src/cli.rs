@@ -457,8 +457,20 @@ pub fn serve(
                 // Only the live generation's pools are reported.
                 s.metrics.upstream_endpoints.clear();
                 for pool in &s.app.load().pools {
-                    let up = (0..pool.endpoints.len()).filter(|&i| pool.is_up(i)).count();
-                    for (state, n) in [("up", up), ("down", pool.endpoints.len() - up)] {
+                    // A name counts as its resolved addresses (a headless Service's pods).
+                    let (mut up, mut down) = (0, 0);
+                    for i in 0..pool.endpoints.len() {
+                        let (addrs, addrs_down) = pool.address_counts(i);
+                        if !pool.is_up(i) {
+                            down += addrs.max(1);
+                        } else if addrs > 1 {
+                            up += addrs - addrs_down;
+                            down += addrs_down;
+                        } else {
+                            up += 1;
+                        }
+                    }
+                    for (state, n) in [("up", up), ("down", down)] {
                         s.metrics
                             .upstream_endpoints
                             .get_or_create(&crate::metrics::PoolStateLabels {

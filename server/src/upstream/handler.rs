@@ -230,10 +230,11 @@ async fn connect(
     while let Some(i) = pool.pick(Some(client), &tried) {
         tried.push(i);
         pool.assign(slot, i);
-        match pool.connect(i).await {
+        let addr = pool.next_addr(i);
+        match pool.connect_at(i, addr).await {
             Ok(c) => return Ok((i, c)),
             Err(e) => {
-                pool.report_failure(i);
+                pool.report_failure_at(i, addr);
                 tracing::warn!(pool = pool.name, endpoint = %pool.endpoints[i].address, error = %e, "connect failed");
                 last = Some((Failure::Connect(e), pool.endpoints[i].address.to_string()));
             }
@@ -831,9 +832,8 @@ async fn proxy(
         let endpoint = pool.endpoints[i].address.to_string();
         let target = parts.uri.path_and_query().map_or("/", |pq| pq.as_str());
         // Dial the resolved address in rotation (a headless Service's pods), not the name.
-        let authority = pool
-            .next_addr(i)
-            .map_or_else(|| endpoint.clone(), |a| a.to_string());
+        let dialed = pool.next_addr(i);
+        let authority = dialed.map_or_else(|| endpoint.clone(), |a| a.to_string());
         let uri: http::Uri = format!("http://{authority}{target}").parse().map_err(|e| {
             (
                 Failure::Protocol(format!("endpoint {endpoint}: {e}")),
@@ -881,11 +881,11 @@ async fn proxy(
         }
         match tokio::time::timeout(pool.read_timeout, client().request(req)).await {
             Err(_) => {
-                pool.report_failure(i);
+                pool.report_failure_at(i, dialed);
                 return Err((Failure::Timeout, endpoint));
             }
             Ok(Err(e)) if e.is_connect() => {
-                pool.report_failure(i);
+                pool.report_failure_at(i, dialed);
                 tracing::warn!(pool = pool.name, endpoint = endpoint.as_str(), error = %e, "connect failed");
                 if idempotent_without_body && pool.pick(Some(peer.ip()), &tried).is_some() {
                     continue;

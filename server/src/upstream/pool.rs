@@ -36,10 +36,21 @@ pub struct Endpoint {
     /// a name. Connections rotate over them; empty means "resolve on connect".
     addrs: arc_swap::ArcSwap<Vec<std::net::SocketAddr>>,
     rotate: AtomicUsize,
+    /// Passive health of the resolved addresses of a name (a headless Service's pods), so
+    /// one bad pod is skipped without taking the whole name out of rotation.
+    addr_health: std::sync::Mutex<Vec<AddrHealth>>,
     fails: AtomicU32,
     first_fail_ms: AtomicU64,
     down_until_ms: AtomicU64,
     pub active: AtomicUsize,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct AddrHealth {
+    addr: std::net::SocketAddr,
+    fails: u32,
+    first_fail_ms: u64,
+    down_until_ms: u64,
 }
 
 // Idle FastCGI connections kept open with the keep-conn flag, per worker thread: a
@@ -115,6 +126,7 @@ impl Pool {
                             .unwrap_or_default(),
                     ),
                     rotate: AtomicUsize::new(0),
+                    addr_health: std::sync::Mutex::new(Vec::new()),
                     fails: AtomicU32::new(0),
                     first_fail_ms: AtomicU64::new(0),
                     down_until_ms: AtomicU64::new(0),
@@ -207,6 +219,70 @@ impl Pool {
         }
     }
 
+    /// A failure of endpoint `i` at the address that was dialed. When the endpoint is a
+    /// name with several addresses, the address is taken out for `fail_timeout` after
+    /// `max_fails`, and the endpoint itself only once all of its addresses are out.
+    pub fn report_failure_at(&self, i: usize, addr: Option<std::net::SocketAddr>) {
+        let e = &self.endpoints[i];
+        let addrs = e.addrs.load();
+        let Some(addr) = addr.filter(|_| addrs.len() > 1) else {
+            return self.report_failure(i);
+        };
+        let now = self.now_ms();
+        let window = self.fail_timeout.as_millis() as u64;
+        let all_down = {
+            let mut health = e.addr_health.lock().unwrap();
+            health.retain(|h| addrs.contains(&h.addr));
+            let h = match health.iter().position(|h| h.addr == addr) {
+                Some(k) => &mut health[k],
+                None => {
+                    health.push(AddrHealth {
+                        addr,
+                        fails: 0,
+                        first_fail_ms: now,
+                        down_until_ms: 0,
+                    });
+                    health.last_mut().unwrap()
+                }
+            };
+            if now.saturating_sub(h.first_fail_ms) > window {
+                h.first_fail_ms = now;
+                h.fails = 0;
+            }
+            h.fails += 1;
+            if h.fails >= self.max_fails {
+                h.down_until_ms = now + window;
+                h.fails = 0;
+                tracing::warn!(pool = self.name, endpoint = %e.address, address = %addr, "address marked down");
+            }
+            addrs
+                .iter()
+                .all(|a| health.iter().any(|h| h.addr == *a && h.down_until_ms > now))
+        };
+        if all_down {
+            e.down_until_ms.store(now + window, Ordering::Relaxed);
+            tracing::warn!(pool = self.name, endpoint = %e.address, "endpoint marked down: every address is down");
+        }
+    }
+
+    /// Resolved addresses of endpoint `i` (none for a unix socket or an unresolved name),
+    /// and how many of them are marked down.
+    pub fn address_counts(&self, i: usize) -> (usize, usize) {
+        let e = &self.endpoints[i];
+        let addrs = e.addrs.load();
+        let now = self.now_ms();
+        let health = e.addr_health.lock().unwrap();
+        let down = addrs
+            .iter()
+            .filter(|a| {
+                health
+                    .iter()
+                    .any(|h| h.addr == **a && h.down_until_ms > now)
+            })
+            .count();
+        (addrs.len(), down)
+    }
+
     pub fn report_success(&self, i: usize) {
         self.endpoints[i].fails.store(0, Ordering::Relaxed);
     }
@@ -234,11 +310,31 @@ impl Pool {
         });
     }
 
-    /// The next address of endpoint `i` in rotation, if it has resolved ones.
+    /// The next address of endpoint `i` in rotation, if it has resolved ones, skipping
+    /// addresses marked down while any other is up.
     pub fn next_addr(&self, i: usize) -> Option<std::net::SocketAddr> {
         let e = &self.endpoints[i];
         let addrs = e.addrs.load();
-        (!addrs.is_empty()).then(|| addrs[e.rotate.fetch_add(1, Ordering::Relaxed) % addrs.len()])
+        if addrs.is_empty() {
+            return None;
+        }
+        let start = e.rotate.fetch_add(1, Ordering::Relaxed);
+        if addrs.len() > 1 {
+            let now = self.now_ms();
+            let health = e.addr_health.lock().unwrap();
+            if health.iter().any(|h| h.down_until_ms > now) {
+                let is_down = |a: &std::net::SocketAddr| {
+                    health.iter().any(|h| h.addr == *a && h.down_until_ms > now)
+                };
+                if let Some(up) = (0..addrs.len())
+                    .map(|k| addrs[(start + k) % addrs.len()])
+                    .find(|a| !is_down(a))
+                {
+                    return Some(up);
+                }
+            }
+        }
+        Some(addrs[start % addrs.len()])
     }
 
     /// Names (not IP literals) among the endpoints, with their indices.
@@ -296,8 +392,16 @@ impl Pool {
     }
 
     pub async fn connect(&self, i: usize) -> io::Result<Conn> {
+        self.connect_at(i, self.next_addr(i)).await
+    }
+
+    /// Connects to endpoint `i` at `resolved` (from [`Pool::next_addr`]), or by its name.
+    pub async fn connect_at(
+        &self,
+        i: usize,
+        resolved: Option<std::net::SocketAddr>,
+    ) -> io::Result<Conn> {
         let addr = &self.endpoints[i].address;
-        let resolved = self.next_addr(i);
         let connect = async {
             match addr {
                 Address::Unix(p) => UnixStream::connect(p).await.map(Conn::Unix),
@@ -421,6 +525,26 @@ mod tests {
         p.report_failure(1);
         p.report_failure(1);
         assert!(p.pick(None, &[]).is_some());
+    }
+
+    #[test]
+    fn a_bad_address_of_a_name_is_skipped_without_taking_the_name_down() {
+        let p = pool(Balance::RoundRobin, 1);
+        let (a, b): (std::net::SocketAddr, std::net::SocketAddr) = (
+            "10.0.0.1:80".parse().unwrap(),
+            "10.0.0.2:80".parse().unwrap(),
+        );
+        p.endpoints[0].addrs.store(std::sync::Arc::new(vec![a, b]));
+        p.report_failure_at(0, Some(a));
+        p.report_failure_at(0, Some(a)); // max_fails = 2
+        assert!(p.is_up(0), "the name stays in rotation");
+        assert_eq!(p.address_counts(0), (2, 1));
+        for _ in 0..6 {
+            assert_eq!(p.next_addr(0), Some(b), "the bad address is skipped");
+        }
+        p.report_failure_at(0, Some(b));
+        p.report_failure_at(0, Some(b));
+        assert!(!p.is_up(0), "all addresses down: the endpoint is down");
     }
 
     #[test]
