@@ -145,6 +145,36 @@ async fn pods_resolve_a_headless_service_through_cluster_dns() {
         .await;
         eprintln!("{name}: {line}");
     }
+    // ...which its metrics count as two endpoints up...
+    let http = reqwest::Client::new();
+    for front in &fronts.items {
+        let ip = front
+            .status
+            .as_ref()
+            .and_then(|s| s.pod_ip.clone())
+            .expect("front pod IP");
+        wait_for(
+            "skiff_upstream_endpoints to count both backend pods",
+            Duration::from_secs(30),
+            || {
+                let (http, ip) = (http.clone(), ip.clone());
+                async move {
+                    let text = http
+                        .get(format!("http://{ip}:9145/metrics"))
+                        .send()
+                        .await
+                        .ok()?
+                        .text()
+                        .await
+                        .ok()?;
+                    text.lines()
+                        .any(|l| l == "skiff_upstream_endpoints{pool=\"backend\",state=\"up\"} 2")
+                        .then_some(())
+                }
+            },
+        )
+        .await;
+    }
     // ...and requests through the front reach both of them.
     let client = reqwest::Client::new();
     for _ in 0..20 {
