@@ -146,6 +146,9 @@ pub struct Rule {
     /// Cache-Control for the responses.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache: Option<CachePolicy>,
+    /// CORS: answers preflights and adds Access-Control-* headers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cors: Option<Cors>,
     /// HTTP basic authentication against an htpasswd file kept in a Secret.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub basic_auth: Option<BasicAuth>,
@@ -318,6 +321,37 @@ pub struct CachePolicy {
 pub enum Visibility {
     Public,
     Private,
+}
+
+/// Cross-origin resource sharing.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "!(has(self.allowCredentials) && self.allowCredentials && '*' in self.allowOrigins)",
+    "message": "allowCredentials cannot be combined with the * origin"
+}]))]
+pub struct Cors {
+    /// Allowed origins (`https://app.example.com`), or `*` for any.
+    #[schemars(length(min = 1, max = 32))]
+    pub allow_origins: Vec<String>,
+    /// Methods allowed in preflight answers (GET, HEAD and POST by default).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
+    pub allow_methods: Vec<String>,
+    /// Request headers allowed in preflight answers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
+    pub allow_headers: Vec<String>,
+    /// Response headers exposed to scripts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
+    pub expose_headers: Vec<String>,
+    /// Send `Access-Control-Allow-Credentials: true`.
+    #[serde(default)]
+    pub allow_credentials: bool,
+    /// Seconds a preflight answer may be cached.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_age: Option<u64>,
 }
 
 /// Basic authentication.

@@ -163,6 +163,19 @@ fn rule(r: &Rule) -> Value {
             ),
         );
     }
+    if let Some(c) = &r.cors {
+        let mut cors = json!({
+            "allow_origins": c.allow_origins, "allow_headers": c.allow_headers,
+            "expose_headers": c.expose_headers, "allow_credentials": c.allow_credentials,
+        });
+        if !c.allow_methods.is_empty() {
+            cors["allow_methods"] = json!(c.allow_methods);
+        }
+        if let Some(age) = c.max_age {
+            cors["max_age"] = age.into();
+        }
+        o.insert("cors".into(), cors);
+    }
     if let Some(b) = &r.basic_auth {
         let file = format!("{AUTH_DIR}/{}/htpasswd", b.secret_name);
         o.insert(
@@ -243,7 +256,8 @@ mod tests {
                 { "name": "php", "match": { "extensions": ["php"] }, "action": { "fastcgi": { "pool": "php", "splitPathInfo": true } } },
                 { "match": { "prefix": "/old/" }, "action": { "redirect": { "to": "/new/", "status": 301 } } },
                 { "match": { "prefix": "/assets/" }, "action": { "static": {} }, "cache": { "maxAge": 86400, "visibility": "public", "immutable": true } },
-                { "match": { "prefix": "/admin/" }, "action": { "static": {} }, "basicAuth": { "realm": "Admin", "secretName": "admins" } }
+                { "match": { "prefix": "/admin/" }, "action": { "static": {} }, "basicAuth": { "realm": "Admin", "secretName": "admins" },
+                  "cors": { "allowOrigins": ["https://app.example.com"], "allowHeaders": ["Content-Type"], "maxAge": 600 } }
             ],
             "pools": [
                 { "name": "php", "protocol": "fastcgi", "image": "php-fpm:8", "port": 9000, "placement": "pool" },
@@ -263,6 +277,9 @@ mod tests {
             rules[3].basic_auth.as_ref().unwrap().htpasswd,
             "/etc/skiff/auth/admins/htpasswd"
         );
+        let cors = rules[3].cors.as_ref().unwrap();
+        assert_eq!(cors.allow_origins, ["https://app.example.com"]);
+        assert_eq!(cors.max_age, Some(600));
         let compression = cfg.virtual_servers[0].compression.as_ref().unwrap();
         assert_eq!(
             compression.encodings,
