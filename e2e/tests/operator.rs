@@ -145,6 +145,24 @@ async fn virtualserver_reconciles_into_a_serving_edge_farm() {
         err.to_string().contains("exactly one of configMap"),
         "{err}"
     );
+    let bad: VirtualServer = serde_json::from_value(json!({
+        "metadata": { "name": "bad-cors" },
+        "spec": { "hosts": ["a.example"], "content": { "configMap": "x" }, "rules": [{
+            "match": { "prefix": "/api/" }, "action": { "static": {} },
+            "cors": { "allowOrigins": ["*"], "allowCredentials": true }
+        }] }
+    }))
+    .unwrap();
+    let err = ns
+        .api::<VirtualServer>()
+        .create(&PostParams::default(), &bad)
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("allowCredentials cannot be combined"),
+        "{err}"
+    );
 
     // Every example in examples/virtualservers/ passes the apiserver's schema and CEL rules.
     let examples = skiff_e2e::repo_root().join("examples/virtualservers");
