@@ -39,6 +39,9 @@ pub struct Endpoint {
     /// Passive health of the resolved addresses of a name (a headless Service's pods), so
     /// one bad pod is skipped without taking the whole name out of rotation.
     addr_health: std::sync::Mutex<Vec<AddrHealth>>,
+    /// The latest time any address of this endpoint stays down: while it is past, the
+    /// rotation needs no lock.
+    addr_down_until_ms: AtomicU64,
     fails: AtomicU32,
     first_fail_ms: AtomicU64,
     down_until_ms: AtomicU64,
@@ -127,6 +130,7 @@ impl Pool {
                     ),
                     rotate: AtomicUsize::new(0),
                     addr_health: std::sync::Mutex::new(Vec::new()),
+                    addr_down_until_ms: AtomicU64::new(0),
                     fails: AtomicU32::new(0),
                     first_fail_ms: AtomicU64::new(0),
                     down_until_ms: AtomicU64::new(0),
@@ -252,6 +256,8 @@ impl Pool {
             h.fails += 1;
             if h.fails >= self.max_fails {
                 h.down_until_ms = now + window;
+                e.addr_down_until_ms
+                    .fetch_max(now + window, Ordering::Relaxed);
                 h.fails = 0;
                 tracing::warn!(pool = self.name, endpoint = %e.address, address = %addr, "address marked down");
             }
@@ -319,19 +325,19 @@ impl Pool {
             return None;
         }
         let start = e.rotate.fetch_add(1, Ordering::Relaxed);
-        if addrs.len() > 1 {
-            let now = self.now_ms();
+        // Only a name with several addresses, one of them recently marked down, pays for
+        // the lock.
+        let now = if addrs.len() > 1 { self.now_ms() } else { 0 };
+        if addrs.len() > 1 && e.addr_down_until_ms.load(Ordering::Relaxed) > now {
             let health = e.addr_health.lock().unwrap();
-            if health.iter().any(|h| h.down_until_ms > now) {
-                let is_down = |a: &std::net::SocketAddr| {
-                    health.iter().any(|h| h.addr == *a && h.down_until_ms > now)
-                };
-                if let Some(up) = (0..addrs.len())
-                    .map(|k| addrs[(start + k) % addrs.len()])
-                    .find(|a| !is_down(a))
-                {
-                    return Some(up);
-                }
+            let is_down = |a: &std::net::SocketAddr| {
+                health.iter().any(|h| h.addr == *a && h.down_until_ms > now)
+            };
+            if let Some(up) = (0..addrs.len())
+                .map(|k| addrs[(start + k) % addrs.len()])
+                .find(|a| !is_down(a))
+            {
+                return Some(up);
             }
         }
         Some(addrs[start % addrs.len()])
