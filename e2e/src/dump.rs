@@ -1,6 +1,6 @@
 //! What a failing test leaves behind: the namespace's objects, its Events in time order,
 //! and every container's log (the previous instance's too, after a restart). Printed to
-//! stderr, and written to e2e/.cluster/dumps/NAMESPACE.txt.
+//! stderr, and written to the cluster's state directory, in dumps/NAMESPACE.txt.
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
@@ -22,7 +22,7 @@ pub async fn namespace(client: &Client, ns: &str) {
     events(client, ns, &mut out).await;
     logs(client, ns, &mut out).await;
     eprintln!("{out}");
-    let dir = crate::repo_root().join("e2e/.cluster/dumps");
+    let dir = crate::state_dir().join("dumps");
     if std::fs::create_dir_all(&dir).is_ok() {
         let _ = std::fs::write(dir.join(format!("{ns}.txt")), &out);
     }

@@ -43,6 +43,12 @@ pub fn repo_root() -> PathBuf {
         .to_path_buf()
 }
 
+/// The cluster's state directory, as e2e/cluster resolves it (`SKIFF_E2E_DIR`).
+pub fn state_dir() -> PathBuf {
+    std::env::var_os("SKIFF_E2E_DIR")
+        .map_or_else(|| repo_root().join("e2e/.cluster"), PathBuf::from)
+}
+
 fn cluster_script() -> PathBuf {
     repo_root().join("e2e/cluster")
 }

@@ -15,7 +15,7 @@ use std::process::Command;
 use std::time::Duration;
 
 fn helm(kubeconfig: &std::path::Path, args: &[&str]) -> String {
-    let helm_home = repo_root().join("e2e/.cluster/helm");
+    let helm_home = skiff_e2e::state_dir().join("helm");
     let out = Command::new(tool("helm"))
         .args(args)
         .env("KUBECONFIG", kubeconfig)

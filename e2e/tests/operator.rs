@@ -76,38 +76,31 @@ async fn wait_condition(
     .await
 }
 
+async fn resource_version<K>(ns: &TestNamespace, name: &str) -> String
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned,
+    <K as kube::Resource>::DynamicType: Default,
+{
+    ns.api::<K>()
+        .get(name)
+        .await
+        .unwrap()
+        .resource_version()
+        .unwrap()
+}
+
+/// The children's resourceVersions, then the VirtualServer's (last).
 async fn resource_versions(ns: &TestNamespace) -> Vec<String> {
     vec![
-        ns.api::<ConfigMap>()
-            .get("site-config")
-            .await
-            .unwrap()
-            .resource_version()
-            .unwrap(),
-        ns.api::<Deployment>()
-            .get("site")
-            .await
-            .unwrap()
-            .resource_version()
-            .unwrap(),
-        ns.api::<Service>()
-            .get("site")
-            .await
-            .unwrap()
-            .resource_version()
-            .unwrap(),
-        ns.api::<PodDisruptionBudget>()
-            .get("site")
-            .await
-            .unwrap()
-            .resource_version()
-            .unwrap(),
-        ns.api::<VirtualServer>()
-            .get("site")
-            .await
-            .unwrap()
-            .resource_version()
-            .unwrap(),
+        resource_version::<ConfigMap>(ns, "site-config").await,
+        resource_version::<Deployment>(ns, "site").await,
+        resource_version::<Service>(ns, "site").await,
+        resource_version::<Service>(ns, "site-metrics").await,
+        resource_version::<PodDisruptionBudget>(ns, "site").await,
+        resource_version::<VirtualServer>(ns, "site").await,
     ]
 }
 
