@@ -79,6 +79,20 @@ if [ ! -x "$cri_out/cri-clean" ]; then
 fi
 ln -sfn "$cri_out/cri-clean" "$BIN/cri-clean"
 
+# cert-manager's and the Prometheus Operator's CRDs, for the operator's discovery tests.
+# `go mod download` verifies each module zip against sum.golang.org before we copy from it.
+crd_out=$CACHE/crds-cm-$CERT_MANAGER_VERSION-po-$PROMETHEUS_OPERATOR_VERSION
+if [ ! -s "$crd_out/servicemonitors.yaml" ]; then
+  log "fetching cert-manager $CERT_MANAGER_VERSION and prometheus-operator $PROMETHEUS_OPERATOR_VERSION CRDs"
+  mkdir -p "$crd_out.tmp"
+  cm=$(cd /tmp && go mod download -json "github.com/cert-manager/cert-manager@$CERT_MANAGER_VERSION" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
+  po=$(cd /tmp && go mod download -json "github.com/prometheus-operator/prometheus-operator@$PROMETHEUS_OPERATOR_VERSION" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
+  cat "$cm"/deploy/crds/cert-manager.io_{certificates,certificaterequests,issuers,clusterissuers}.yaml >"$crd_out.tmp/cert-manager.yaml"
+  cp "$po/example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml" "$crd_out.tmp/servicemonitors.yaml"
+  rm -rf "$crd_out" && mv "$crd_out.tmp" "$crd_out"
+fi
+ln -sfn "$crd_out" "$BIN/third-party-crds"
+
 # The pause image's binary: static C, built once.
 if [ ! -x "$CACHE/pause/pause" ] || [ "$E2E/images/pause.c" -nt "$CACHE/pause/pause" ]; then
   mkdir -p "$CACHE/pause"

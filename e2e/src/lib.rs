@@ -12,9 +12,14 @@
 
 mod dump;
 mod load;
+mod release;
 mod wait;
 
 pub use load::{Load, LoadReport};
+pub use release::{
+    helm, install_third_party_crds, leader, leader_metrics, metric, remove_crd,
+    remove_third_party_crds, Release,
+};
 pub use wait::{wait_for, wait_http, HttpResponse};
 
 use k8s_openapi::api::apps::v1::Deployment;

@@ -7,35 +7,11 @@
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{DeleteParams, ListParams};
+use kube::api::ListParams;
 use kube::Api;
-use skiff_e2e::{repo_root, tool, wait_for, wait_http};
+use skiff_e2e::{leader_metrics, metric, wait_for, wait_http, Release};
 use skiff_operator::crd::VirtualServer;
-use std::process::Command;
 use std::time::Duration;
-
-fn helm(kubeconfig: &std::path::Path, args: &[&str]) -> String {
-    let helm_home = skiff_e2e::state_dir().join("helm");
-    let out = Command::new(tool("helm"))
-        .args(args)
-        .env("KUBECONFIG", kubeconfig)
-        .env("HELM_CACHE_HOME", helm_home.join("cache"))
-        .env("HELM_CONFIG_HOME", helm_home.join("config"))
-        .env("HELM_DATA_HOME", helm_home.join("data"))
-        .output()
-        .expect("run helm");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        out.status.success(),
-        "helm {} failed:\n{text}",
-        args.join(" ")
-    );
-    text
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn helm_install_runs_the_operator_and_the_example_site() {
@@ -43,50 +19,13 @@ async fn helm_install_runs_the_operator_and_the_example_site() {
         return;
     };
     let ns = cluster.namespace("chart").await;
+    let release = Release::install(
+        &cluster,
+        &ns,
+        &["example.enabled=true", "operator.replicas=2"],
+    )
+    .await;
     let crds: Api<CustomResourceDefinition> = Api::all(cluster.client.clone());
-    // A CRD left by another release (crds.keep) would block this one: start without it.
-    if crds
-        .get_opt("virtualservers.skiff.dev")
-        .await
-        .unwrap()
-        .is_some()
-    {
-        crds.delete("virtualservers.skiff.dev", &DeleteParams::default())
-            .await
-            .unwrap();
-        wait_for("the old CRD to go", Duration::from_secs(60), || {
-            let crds = crds.clone();
-            async move {
-                crds.get_opt("virtualservers.skiff.dev")
-                    .await
-                    .ok()?
-                    .is_none()
-                    .then_some(())
-            }
-        })
-        .await;
-    }
-    let chart = repo_root().join("charts/skiff");
-    let kc = cluster.kubeconfig.clone();
-    helm(
-        &kc,
-        &[
-            "install",
-            "skiff",
-            chart.to_str().unwrap(),
-            "--namespace",
-            &ns.name,
-            "--set",
-            "operator.image.pullPolicy=Never",
-            "--set",
-            "example.enabled=true",
-            "--set",
-            "operator.replicas=2",
-            "--wait",
-            "--timeout",
-            "180s",
-        ],
-    );
 
     // The operator reconciles the example into a ready site.
     let vs_api: Api<VirtualServer> = ns.api();
@@ -145,54 +84,60 @@ async fn helm_install_runs_the_operator_and_the_example_site() {
         .spec
         .and_then(|s| s.holder_identity)
         .expect("a holder");
-    let leader = pods
-        .items
-        .iter()
-        .find(|p| p.metadata.name.as_deref() == Some(holder.as_str()));
-    let leader =
-        leader.unwrap_or_else(|| panic!("the Lease holder {holder} is not an operator pod"));
-    let ip = leader
-        .status
-        .as_ref()
-        .and_then(|s| s.pod_ip.clone())
-        .expect("operator pod IP");
-    let metrics = wait_http(
-        &format!("http://{ip}:8081/metrics"),
-        Duration::from_secs(30),
-        |r| r.status == 200,
-    )
-    .await;
-    let line = metrics
-        .body
-        .lines()
-        .find(|l| l.starts_with("skiff_operator_reconciliations_total"))
-        .unwrap();
-    let count: f64 = line.rsplit(' ').next().unwrap().parse().unwrap();
-    assert!(count >= 1.0, "{line}");
+    assert!(
+        pods.items
+            .iter()
+            .any(|p| p.metadata.name.as_deref() == Some(holder.as_str())),
+        "the Lease holder {holder} is not an operator pod"
+    );
+    let metrics = leader_metrics(&ns).await;
+    let count = metric(&metrics, "skiff_operator_reconciliations_total").unwrap();
+    assert!(count >= 1.0, "{metrics}");
     let ready = metrics
-        .body
         .lines()
         .find(|l| {
             l.starts_with("skiff_operator_virtualservers{condition=\"Ready\",status=\"True\"}")
         })
-        .unwrap_or_else(|| panic!("no VirtualServers-by-condition gauge:\n{}", metrics.body));
+        .unwrap_or_else(|| panic!("no VirtualServers-by-condition gauge:\n{metrics}"));
     assert!(
         ready.rsplit(' ').next().unwrap().parse::<f64>().unwrap() >= 1.0,
         "{ready}"
     );
 
-    helm(
-        &kc,
-        &[
-            "uninstall",
-            "skiff",
-            "--namespace",
-            &ns.name,
-            "--wait",
-            "--timeout",
-            "120s",
-        ],
+    // Failover: the leader, told to stop, hands the Lease back, so the standby leads at
+    // once rather than after the 15 s lease duration.
+    let standby = pods
+        .items
+        .iter()
+        .find(|p| p.metadata.name.as_deref() != Some(holder.as_str()))
+        .and_then(|p| p.metadata.name.clone())
+        .unwrap();
+    let stopped = std::time::Instant::now();
+    ns.api::<Pod>()
+        .delete(&holder, &Default::default())
+        .await
+        .unwrap();
+    let leases = ns.api::<Lease>();
+    wait_for(
+        "the standby to take the Lease",
+        Duration::from_secs(30),
+        || {
+            let (leases, standby) = (leases.clone(), standby.clone());
+            async move {
+                let lease = leases.get("skiff-operator").await.ok()?;
+                (lease.spec?.holder_identity? == standby).then_some(())
+            }
+        },
+    )
+    .await;
+    let took = stopped.elapsed();
+    eprintln!("leader failover took {took:?}");
+    assert!(
+        took < Duration::from_secs(10),
+        "the standby waited out the lease ({took:?}): the leader did not release it"
     );
+
+    release.uninstall();
     assert!(
         crds.get_opt("virtualservers.skiff.dev")
             .await

@@ -16,6 +16,7 @@ use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
@@ -23,6 +24,12 @@ use serde::Serialize;
 use std::fmt::Debug;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// CRDs of optional integrations, discovered at runtime.
+pub const INTEGRATION_CRDS: [&str; 2] = [
+    "certificates.cert-manager.io",
+    "servicemonitors.monitoring.coreos.com",
+];
 
 /// The one field manager for every object and status the operator writes.
 pub const MANAGER: &str = "skiff-operator";
@@ -60,8 +67,26 @@ pub async fn run(ctx: Arc<Context>) {
     let client = ctx.client.clone();
     let vs: Api<VirtualServer> = Api::all(client.clone());
     let wc = watcher::Config::default().labels("app.kubernetes.io/managed-by=skiff-operator");
-    let controller = Controller::new(vs, watcher::Config::default());
+    let mut controller = Controller::new(vs, watcher::Config::default());
     ctx.metrics.watch(controller.store());
+    // cert-manager or the Prometheus Operator installed (or removed) after the operator:
+    // every VirtualServer is reconciled again, so its Certificate or ServiceMonitor appears
+    // without waiting for an edit. One watch per CRD name keeps the (large) CRDs of other
+    // projects out of memory.
+    for crd in INTEGRATION_CRDS {
+        let store = controller.store();
+        controller = controller.watches(
+            Api::<CustomResourceDefinition>::all(client.clone()),
+            watcher::Config::default().fields(&format!("metadata.name={crd}")),
+            move |_| {
+                store
+                    .state()
+                    .iter()
+                    .map(|vs| ObjectRef::from_obj(vs.as_ref()))
+                    .collect::<Vec<_>>()
+            },
+        );
+    }
     controller
         .owns(Api::<Deployment>::all(client.clone()), wc.clone())
         .owns(Api::<ConfigMap>::all(client.clone()), wc.clone())
@@ -227,7 +252,11 @@ async fn reconcile_inner(vs: &VirtualServer, ctx: &Context) -> Result<Action, Er
             ),
         ),
     }
-    if let Some((ok, reason, message)) = certificate(client, &ns, &vs).await? {
+    let certificate = certificate(client, &ns, &vs).await?;
+    // cert-manager's Certificates are not watched (their CRD may not exist): while one is
+    // pending, look again soon rather than at the settled interval.
+    let certificate_pending = matches!(&certificate, Some((false, "Pending", _)));
+    if let Some((ok, reason, message)) = certificate {
         set_condition(
             &mut status,
             generation,
@@ -301,10 +330,12 @@ async fn reconcile_inner(vs: &VirtualServer, ctx: &Context) -> Result<Action, Er
         }
     }
     // Not settled yet: look again soon (the owned-Deployment watch usually comes first).
-    Ok(Action::requeue(if settled {
-        Duration::from_secs(300)
-    } else {
+    Ok(Action::requeue(if !settled {
         Duration::from_secs(5)
+    } else if certificate_pending {
+        Duration::from_secs(10)
+    } else {
+        Duration::from_secs(300)
     }))
 }
 
@@ -352,11 +383,7 @@ where
 async fn monitoring(client: &Client, ns: &str, vs: &VirtualServer) -> Result<bool, Error> {
     apply(client, ns, &children::metrics_service(vs)).await?;
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    if crds
-        .get_opt("servicemonitors.monitoring.coreos.com")
-        .await?
-        .is_none()
-    {
+    if crds.get_opt(INTEGRATION_CRDS[1]).await?.is_none() {
         return Ok(false);
     }
     let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(
@@ -406,11 +433,7 @@ async fn certificate(
         }));
     }
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    if crds
-        .get_opt("certificates.cert-manager.io")
-        .await?
-        .is_none()
-    {
+    if crds.get_opt(INTEGRATION_CRDS[0]).await?.is_none() {
         return Ok(Some((
             false,
             "CertManagerNotInstalled",

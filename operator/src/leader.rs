@@ -95,7 +95,8 @@ impl Elector {
     }
 
     /// Waits until this process holds the lease, then keeps renewing it in the background.
-    pub async fn acquire(self) {
+    /// The returned handle hands the lease back on graceful shutdown.
+    pub async fn acquire(self) -> Leadership {
         loop {
             match self.try_hold().await {
                 Ok(true) => break,
@@ -105,7 +106,13 @@ impl Elector {
             tokio::time::sleep(self.renew).await;
         }
         tracing::info!(lease = %self.name, identity = %self.identity, "became the leader");
-        tokio::spawn(async move {
+        let handle = Leadership {
+            api: self.api.clone(),
+            name: self.name.clone(),
+            identity: self.identity.clone(),
+            renewing: None,
+        };
+        let renewing = tokio::spawn(async move {
             let mut last_renewed = std::time::Instant::now();
             loop {
                 tokio::time::sleep(self.renew).await;
@@ -123,6 +130,48 @@ impl Elector {
                 }
             }
         });
+        Leadership {
+            renewing: Some(renewing),
+            ..handle
+        }
+    }
+}
+
+/// A held lease. Releasing it on shutdown lets a standby (or the next pod of a rollout)
+/// lead at once instead of waiting out the lease duration, as client-go's ReleaseOnCancel.
+pub struct Leadership {
+    api: Api<Lease>,
+    name: String,
+    identity: String,
+    renewing: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Leadership {
+    /// Stops renewing and empties the holder, if this process still holds the lease.
+    pub async fn release(mut self) {
+        if let Some(task) = self.renewing.take() {
+            task.abort();
+        }
+        let Ok(Some(mut lease)) = self.api.get_opt(&self.name).await else {
+            return;
+        };
+        let Some(spec) = lease.spec.as_mut() else {
+            return;
+        };
+        if spec.holder_identity.as_deref() != Some(self.identity.as_str()) {
+            return;
+        }
+        spec.holder_identity = None;
+        spec.lease_duration_seconds = Some(1);
+        // A racing taker makes this a 409, which is as good as released.
+        match self
+            .api
+            .replace(&self.name, &PostParams::default(), &lease)
+            .await
+        {
+            Ok(_) => tracing::info!(lease = %self.name, "released the leader lease"),
+            Err(e) => tracing::warn!(error = %e, "could not release the leader lease"),
+        }
     }
 }
 

@@ -60,6 +60,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let listener = tokio::net::TcpListener::bind(args.listen).await?;
     tracing::info!(listen = %args.listen, "skiff-operator started");
     tokio::spawn(serve_admin(listener, metrics));
+    let mut leadership = None;
     if args.leader_election {
         let identity = std::env::var("POD_NAME").unwrap_or_else(|_| {
             format!(
@@ -68,16 +69,28 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 std::process::id()
             )
         });
-        skiff_operator::leader::Elector::new(
+        let elector = skiff_operator::leader::Elector::new(
             ctx.client.clone(),
             &args.lease_namespace,
             "skiff-operator",
             &identity,
-        )
-        .acquire()
-        .await;
+        );
+        // A standby that is told to stop while waiting for the lease just stops.
+        let mut terminate =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::select! {
+            held = elector.acquire() => leadership = Some(held),
+            _ = terminate.recv() => {
+                tracing::info!("stopped while standing by");
+                return Ok(());
+            }
+            _ = tokio::signal::ctrl_c() => return Ok(()),
+        }
     }
     controller::run(ctx).await;
+    if let Some(leadership) = leadership {
+        leadership.release().await;
+    }
     tracing::info!("skiff-operator stopped");
     Ok(())
 }
