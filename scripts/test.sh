@@ -14,10 +14,12 @@ fi
 scripts/install-deps.sh
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
+cargo fmt --manifest-path fuzz/Cargo.toml -- --check
 echo "== generated docs are current"
 python3 scripts/config-reference.py --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
+(cd fuzz && RUSTC_BOOTSTRAP=1 cargo clippy --target-dir ../target/fuzz-clippy -- -D warnings)
 echo "== the skiff image, built without Docker, checked"
 images/build.sh
 python3 images/check_image.py target/images/skiff.oci.tar
@@ -28,6 +30,8 @@ echo "== cargo test"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 cargo test --workspace --exclude skiff-e2e -- --include-ignored 2>&1 | tee "$log"
+echo "== fuzz the codecs and parsers (bounded)"
+scripts/fuzz.sh "${SKIFF_FUZZ_SECONDS:-15}"
 echo "== e2e on the local cluster"
 e2e/run.sh 2>&1 | tee -a "$log"
 # One closing line for the whole run (cargo prints one per test binary, the last often

@@ -139,9 +139,13 @@ const THIRD_PARTY_CRDS: [&str; 5] = [
 
 /// Installs the third-party CRDs (server-side apply) and waits until they are established.
 pub async fn install_third_party_crds(cluster: &Cluster) {
-    let out = Command::new(tool("kubectl"))
-        .args(["apply", "--server-side", "--field-manager", "skiff-e2e", "-f"])
-        .arg(third_party_crd_files())
+    // One -f per file: kubectl reads a symlinked directory as a file.
+    let mut kubectl = Command::new(tool("kubectl"));
+    kubectl.args(["apply", "--server-side", "--field-manager", "skiff-e2e"]);
+    for entry in std::fs::read_dir(third_party_crd_files()).expect("third-party CRDs") {
+        kubectl.arg("-f").arg(entry.unwrap().path());
+    }
+    let out = kubectl
         .env("KUBECONFIG", &cluster.kubeconfig)
         .output()
         .expect("run kubectl");

@@ -1,47 +1,33 @@
-//! The operator against the real cluster: the CRD from the Rust types is accepted by the
-//! apiserver (CEL rules included); a VirtualServer becomes a config, Deployment, Service
-//! and PDB that serve its site; reconcile is idempotent (no resourceVersion moves on a
-//! settled object); a child edited by hand is put back; a config-only change is delivered
-//! in place (no rollout) and hot-reloaded; and an invalid config is refused with
-//! `Accepted=False` while the old one keeps serving.
+//! The operator as users run it, installed by `helm install` of charts/skiff, against the
+//! real cluster:
+//! - the CRD from the Rust types is accepted by the apiserver, and every CEL case in
+//!   operator/tests/cases/refused-by-cel.yaml is refused there with its message;
+//! - a VirtualServer becomes a config, Deployment, Service and PDB that serve its site;
+//! - reconcile is idempotent (no resourceVersion moves on a settled object), also after
+//!   the operator pod is replaced;
+//! - a child edited or deleted by hand is put back;
+//! - cert-manager's and the Prometheus Operator's CRDs installed later are discovered:
+//!   a Certificate and a ServiceMonitor appear, and CertificateReady follows the
+//!   Certificate;
+//! - a config-only change is hot-reloaded in place (same pods, new config hash);
+//! - an invalid config is refused with `Accepted=False` while the old one keeps serving;
+//! - a burst of pod-template edits under load becomes one rollout with no failed request;
+//! - Events tell the story, and deleting the VirtualServer collects every child.
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
+use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
-use kube::{Api, CustomResourceExt, ResourceExt};
-use serde_json::json;
-use skiff_e2e::{wait_for, wait_http, Load, TestNamespace, SKIFF_IMAGE};
-use skiff_operator::controller::{self, Context};
+use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
+use kube::{Api, ResourceExt};
+use serde_json::{json, Value};
+use skiff_e2e::{
+    install_third_party_crds, leader, leader_metrics, metric, remove_third_party_crds, wait_for,
+    wait_http, Load, Release, TestNamespace, SKIFF_IMAGE,
+};
 use skiff_operator::crd::VirtualServer;
-use std::sync::Arc;
-use std::time::Duration;
-
-async fn install_crd(client: &kube::Client) {
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let crd = VirtualServer::crd();
-    crds.patch(
-        "virtualservers.skiff.dev",
-        &PatchParams::apply("skiff-e2e").force(),
-        &Patch::Apply(serde_json::to_value(&crd).unwrap()),
-    )
-    .await
-    .expect("the apiserver accepts the generated CRD");
-    wait_for("the CRD to be established", Duration::from_secs(30), || {
-        let crds = crds.clone();
-        async move {
-            let crd = crds.get("virtualservers.skiff.dev").await.ok()?;
-            let established = crd
-                .status?
-                .conditions?
-                .iter()
-                .any(|c| c.type_ == "Established" && c.status == "True");
-            established.then_some(())
-        }
-    })
-    .await;
-}
+use std::time::{Duration, Instant};
 
 fn condition(vs: &VirtualServer, type_: &str) -> Option<(String, String, String)> {
     let c = vs
@@ -109,53 +95,43 @@ async fn virtualserver_reconciles_into_a_serving_edge_farm() {
     let Some(cluster) = skiff_e2e::cluster().await else {
         return;
     };
-    install_crd(&cluster.client).await;
     let ns = cluster.namespace("operator").await;
-    // The operator itself, in-process, against the real apiserver.
-    let ctx = Arc::new(Context {
-        client: cluster.client.clone(),
-        recorder: kube::runtime::events::Recorder::new(
-            cluster.client.clone(),
-            controller::reporter(),
-        ),
-        metrics: Default::default(),
-        default_image: SKIFF_IMAGE.into(),
-    });
-    let mut operator = tokio::spawn(controller::run(ctx.clone()));
+    // The first half runs on a cluster without cert-manager or the Prometheus Operator.
+    remove_third_party_crds(&cluster).await;
+    let release = Release::install(&cluster, &ns, &["operator.replicas=1"]).await;
 
-    // CEL at admission: two content sources are refused before the operator sees them.
-    let bad: VirtualServer = serde_json::from_value(json!({
-        "metadata": { "name": "bad" },
-        "spec": { "hosts": ["a.example"], "content": { "configMap": "x", "persistentVolumeClaim": "y" } }
-    }))
-    .unwrap();
-    let err = ns
-        .api::<VirtualServer>()
-        .create(&PostParams::default(), &bad)
-        .await
-        .unwrap_err();
-    assert!(
-        err.to_string().contains("exactly one of configMap"),
-        "{err}"
+    // CEL at admission: every refused case is refused by the real apiserver, with the
+    // message the client-side unit test (operator/tests/cel_rules.rs) expects.
+    let dry_run = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let cases_path = skiff_e2e::repo_root().join("operator/tests/cases/refused-by-cel.yaml");
+    let cases: Vec<Value> =
+        serde_saphyr::from_str(&std::fs::read_to_string(cases_path).unwrap()).unwrap();
+    assert!(cases.len() >= 10);
+    let raw: Api<DynamicObject> = Api::namespaced_with(
+        ns.client.clone(),
+        &ns.name,
+        &ApiResource::erase::<VirtualServer>(&()),
     );
-    let bad: VirtualServer = serde_json::from_value(json!({
-        "metadata": { "name": "bad-cors" },
-        "spec": { "hosts": ["a.example"], "content": { "configMap": "x" }, "rules": [{
-            "match": { "prefix": "/api/" }, "action": { "static": {} },
-            "cors": { "allowOrigins": ["*"], "allowCredentials": true }
-        }] }
-    }))
-    .unwrap();
-    let err = ns
-        .api::<VirtualServer>()
-        .create(&PostParams::default(), &bad)
-        .await
-        .unwrap_err();
-    assert!(
-        err.to_string()
-            .contains("allowCredentials cannot be combined"),
-        "{err}"
-    );
+    for case in &cases {
+        let name = case["name"].as_str().unwrap();
+        let object: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "skiff.dev/v1alpha1", "kind": "VirtualServer",
+            "metadata": { "name": name }, "spec": case["spec"],
+        }))
+        .unwrap();
+        let err = match raw.create(&dry_run, &object).await {
+            Ok(_) => panic!("the apiserver accepted CEL case {name}"),
+            Err(e) => e.to_string(),
+        };
+        let want = case["refused"].as_str().unwrap();
+        assert!(
+            err.contains(want),
+            "case {name}: wanted {want:?}, got {err}"
+        );
+    }
 
     // Every example in examples/virtualservers/ passes the apiserver's schema and CEL rules.
     let examples = skiff_e2e::repo_root().join("examples/virtualservers");
@@ -163,10 +139,6 @@ async fn virtualserver_reconciles_into_a_serving_edge_farm() {
         let path = entry.unwrap().path();
         let vs: VirtualServer =
             serde_saphyr::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-        let dry_run = PostParams {
-            dry_run: true,
-            ..PostParams::default()
-        };
         ns.api::<VirtualServer>()
             .create(&dry_run, &vs)
             .await
@@ -190,10 +162,6 @@ async fn virtualserver_reconciles_into_a_serving_edge_farm() {
         "CertManagerNotInstalled"
     );
     assert_eq!(condition(&secure, "Accepted").unwrap().0, "True");
-    ns.api::<VirtualServer>()
-        .delete("secure", &Default::default())
-        .await
-        .unwrap();
 
     let spec = json!({
         "hosts": ["site.example"],
@@ -247,17 +215,32 @@ async fn virtualserver_reconciles_into_a_serving_edge_farm() {
     expected.pop();
     after.pop();
     assert_eq!(after, expected, "a settled reconcile changed a child");
-    // A restarted operator reconciles everything again, and writes nothing either.
+    // A replaced operator pod reconciles everything again, and writes nothing either.
     let before = resource_versions(&ns).await;
-    operator.abort();
-    let reconciles_before = reconciliations(&ctx);
-    operator = tokio::spawn(controller::run(ctx.clone()));
-    wait_for(
-        "the restarted operator to reconcile",
-        Duration::from_secs(30),
+    let old_leader = leader(&ns).await.name_any();
+    ns.api::<Pod>()
+        .delete(&old_leader, &Default::default())
+        .await
+        .unwrap();
+    let new_leader = wait_for(
+        "a new operator pod to lead",
+        Duration::from_secs(120),
         || {
-            let n = reconciliations(&ctx);
-            async move { (n > reconciles_before).then_some(()) }
+            let ns = &ns;
+            let old_leader = old_leader.clone();
+            async move {
+                let pod = leader(ns).await;
+                (pod.name_any() != old_leader).then_some(pod.name_any())
+            }
+        },
+    )
+    .await;
+    wait_for(
+        "the new operator to reconcile both VirtualServers",
+        Duration::from_secs(60),
+        || async {
+            let m = leader_metrics(&ns).await;
+            (metric(&m, "skiff_operator_reconciliations_total")? >= 2.0).then_some(())
         },
     )
     .await;
@@ -265,7 +248,7 @@ async fn virtualserver_reconciles_into_a_serving_edge_farm() {
     assert_eq!(
         resource_versions(&ns).await,
         before,
-        "a restarted operator wrote to settled objects"
+        "the new operator ({new_leader}) wrote to settled objects"
     );
 
     // Drift: a hand edit of the config is put back.
@@ -332,6 +315,86 @@ async fn virtualserver_reconciles_into_a_serving_edge_farm() {
         ("False", "PrometheusOperatorNotInstalled")
     );
     assert!(services.get_opt("site-metrics").await.unwrap().is_some());
+
+    // cert-manager and the Prometheus Operator installed now: their CRDs are discovered
+    // with no edit to either VirtualServer. (Their controllers do not run here, so this
+    // test writes the Certificate's Ready condition as cert-manager would.)
+    install_third_party_crds(&cluster).await;
+    let vs = wait_condition(&ns, "site", "Monitored", "True").await;
+    assert_eq!(
+        condition(&vs, "Monitored").unwrap().1,
+        "ServiceMonitorCreated"
+    );
+    let monitors: Api<DynamicObject> = Api::namespaced_with(
+        ns.client.clone(),
+        &ns.name,
+        &ApiResource::from_gvk(&GroupVersionKind::gvk(
+            "monitoring.coreos.com",
+            "v1",
+            "ServiceMonitor",
+        )),
+    );
+    let monitor = monitors.get("site").await.unwrap();
+    let selector = &monitor.data["spec"]["selector"]["matchLabels"];
+    let metrics_labels = services
+        .get("site-metrics")
+        .await
+        .unwrap()
+        .metadata
+        .labels
+        .unwrap();
+    for (k, v) in selector.as_object().unwrap() {
+        assert_eq!(
+            metrics_labels.get(k).map(String::as_str),
+            v.as_str(),
+            "the ServiceMonitor selects the metrics Service"
+        );
+    }
+    assert_eq!(monitor.data["spec"]["endpoints"][0]["port"], "admin");
+    let pending = wait_for(
+        "the Certificate for secure",
+        Duration::from_secs(60),
+        || async {
+            let vs = ns.api::<VirtualServer>().get("secure").await.ok()?;
+            (condition(&vs, "CertificateReady")?.1 == "Pending").then_some(vs)
+        },
+    )
+    .await;
+    assert_eq!(condition(&pending, "CertificateReady").unwrap().0, "False");
+    let certificates: Api<DynamicObject> = Api::namespaced_with(
+        ns.client.clone(),
+        &ns.name,
+        &ApiResource::from_gvk(&GroupVersionKind::gvk(
+            "cert-manager.io",
+            "v1",
+            "Certificate",
+        )),
+    );
+    let certificate = certificates.get("secure").await.unwrap();
+    assert_eq!(
+        certificate.data["spec"]["dnsNames"],
+        json!(["secure.example"])
+    );
+    assert_eq!(certificate.data["spec"]["issuerRef"]["name"], "letsencrypt");
+    assert_eq!(
+        certificate.data["spec"]["issuerRef"]["kind"],
+        "ClusterIssuer"
+    );
+    assert_eq!(certificate.owner_references()[0].name, "secure");
+    certificates
+        .patch_status(
+            "secure",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "status": { "conditions": [{
+                "type": "Ready", "status": "True", "reason": "Ready",
+                "message": "Certificate is up to date and has not expired",
+                "lastTransitionTime": "2026-01-01T00:00:00Z"
+            }] } })),
+        )
+        .await
+        .unwrap();
+    let issued = wait_condition(&ns, "secure", "CertificateReady", "True").await;
+    assert_eq!(condition(&issued, "CertificateReady").unwrap().1, "Issued");
 
     // A config-only change: delivered in place, no rollout, hot-reloaded by the pods.
     let generation = ns
@@ -464,21 +527,42 @@ async fn virtualserver_reconciles_into_a_serving_edge_farm() {
     )
     .await;
 
-    // A pod-template change (resources) under load: pods roll one by one, and no request
-    // through the Service fails.
+    // A burst of pod-template edits (resources) under load: the operator coalesces them
+    // into one Deployment update, so pods roll once, one by one, and no request through
+    // the Service fails.
+    wait_condition(&ns, "site", "Ready", "True").await;
+    let generation_before = ns
+        .api::<Deployment>()
+        .get("site")
+        .await
+        .unwrap()
+        .metadata
+        .generation
+        .unwrap();
     let load = Load::start(&format!("{url}/"), Duration::from_secs(40), 8);
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let mut bigger = spec.clone();
-    bigger["resources"] = json!({ "requests": { "cpu": "30m", "memory": "16Mi" } });
-    ns.apply::<VirtualServer>(json!({ "metadata": { "name": "site" }, "spec": bigger }))
-        .await;
-    // The operator applies the new template first (a moment after the edit), then it rolls.
+    let burst = Instant::now();
+    for cpu in ["21m", "22m", "23m", "24m", "25m"] {
+        let mut edited = spec.clone();
+        edited["resources"] = json!({ "requests": { "cpu": cpu, "memory": "16Mi" } });
+        ns.apply::<VirtualServer>(json!({ "metadata": { "name": "site" }, "spec": edited }))
+            .await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let burst = burst.elapsed();
+    // The operator applies the new template first (a moment after the edits), then it rolls.
     wait_condition(&ns, "site", "Accepted", "True").await;
     let d = ns.wait_rollout("site", Duration::from_secs(120)).await;
+    assert_eq!(
+        d.metadata.generation.unwrap(),
+        generation_before + 1,
+        "5 edits in {burst:?} must become one Deployment update"
+    );
     let cpu = &d.spec.unwrap().template.spec.unwrap().containers[0];
     assert_eq!(
         cpu.resources.as_ref().unwrap().requests.as_ref().unwrap()["cpu"].0,
-        "30m"
+        "25m",
+        "the last edit wins"
     );
     let report = load.finish();
     eprintln!(
@@ -494,6 +578,26 @@ async fn virtualserver_reconciles_into_a_serving_edge_farm() {
         report.raw
     );
     wait_condition(&ns, "site", "Ready", "True").await;
+
+    // Events tell the story: created, updated in place, rejected, rolled out.
+    let events = ns
+        .api::<Event>()
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    let reasons: Vec<String> = events
+        .items
+        .iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("site"))
+        .filter(|e| e.reporting_controller.as_deref() == Some("skiff-operator"))
+        .filter_map(|e| e.reason.clone())
+        .collect();
+    for want in ["Created", "Updated", "Rejected", "RollingOut"] {
+        assert!(
+            reasons.iter().any(|r| r == want),
+            "no {want} Event for site; saw {reasons:?}"
+        );
+    }
 
     // Deleting the VirtualServer garbage-collects every child.
     ns.api::<VirtualServer>()
@@ -520,16 +624,9 @@ async fn virtualserver_reconciles_into_a_serving_edge_farm() {
     )
     .await;
 
-    operator.abort();
-}
-
-fn reconciliations(ctx: &Context) -> f64 {
-    let text = ctx.metrics.encode();
-    let line = text
-        .lines()
-        .find(|l| l.starts_with("skiff_operator_reconciliations_total"))
-        .unwrap();
-    line.rsplit(' ').next().unwrap().parse().unwrap()
+    // The third-party CRDs go, so a rerun starts without them; then the chart.
+    remove_third_party_crds(&cluster).await;
+    release.uninstall();
 }
 
 async fn edge_pods(ns: &TestNamespace) -> Vec<Pod> {
