@@ -3,7 +3,11 @@
 php-fpm (fastcgi_pass) and a Django /login page through uWSGI (uwsgi_pass), with the same
 backend worker counts for both front ends. Each front end gets one worker; wrk drives it.
 
-Usage: bench/dynamic_bench.py [--seconds 8] [--connections 16] [--workers 2] [--json out.json]
+Usage: bench/dynamic_bench.py [--seconds 8] [--connections 16] [--workers 2] [--rounds 3] [--json out.json]
+
+The machine is shared and noisy, so the two front ends alternate: each round runs Skiff,
+then nginx, on both pages, and the table gives the median of the rounds (every round's
+figures are printed too).
 Requires php-fpm, uwsgi with the python3 plugin, python3-django, nginx and wrk
 (scripts/install-deps.sh --bench installs them) and a built target/release/skiff.
 """
@@ -14,6 +18,7 @@ import re
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -104,6 +109,7 @@ def main():
     ap.add_argument("--workers", type=int, default=2, help="php-fpm children and uWSGI processes")
     ap.add_argument("--keepalive", type=int, default=0,
                     help="FastCGI connections kept for reuse by both front ends (0: none, the default of both)")
+    ap.add_argument("--rounds", type=int, default=3, help="alternating Skiff/nginx rounds; medians are reported")
     ap.add_argument("--json")
     args = ap.parse_args()
     for tool in ("wrk", "nginx", "uwsgi"):
@@ -137,7 +143,7 @@ def main():
     try:
         if not (wait_port(fpm_port) and wait_port(uwsgi_port)):
             sys.exit("backends did not start")
-        for front in ("skiff", "nginx"):
+        for front in [f for _ in range(args.rounds) for f in ("skiff", "nginx")]:
             port = free_port()
             if front == "skiff":
                 conf = os.path.join(work, "skiff.yaml")
@@ -190,24 +196,30 @@ http {{
                     cpu0 = cpu_seconds(proc.pid)
                     rps, requests, errors = wrk(url, args.seconds, args.connections)
                     cpu = cpu_seconds(proc.pid) - cpu0
-                    results[(front, page)] = {"rps": rps, "errors": errors, "front_us_per_req": cpu * 1e6 / max(requests, 1)}
+                    results.setdefault((front, page), []).append(
+                        {"rps": rps, "errors": errors, "front_us_per_req": cpu * 1e6 / max(requests, 1)})
             finally:
                 stop(proc)
     finally:
         for b in backends:
             stop(b)
         shutil.rmtree(work, ignore_errors=True)
+    for (front, page), runs in sorted(results.items()):
+        print(f"{front:6} /{page:9} " + "  ".join(f"{r['rps']:.0f} req/s {r['front_us_per_req']:.1f} us" for r in runs))
+    median = {k: {"rps": statistics.median(r["rps"] for r in runs),
+                  "front_us_per_req": statistics.median(r["front_us_per_req"] for r in runs),
+                  "errors": sum(r["errors"] for r in runs)} for k, runs in results.items()}
     print(f"backend workers: {args.workers}, FastCGI keepalive: {args.keepalive}, "
-          f"connections: {args.connections}, {args.seconds}s per run")
+          f"connections: {args.connections}, {args.seconds}s per run, median of {args.rounds} alternating rounds")
     print("| page | skiff req/s | nginx req/s | skiff/nginx | skiff front-end µs/req | nginx front-end µs/req | errors (skiff, nginx) |")
     print("|---|---|---|---|---|---|---|")
     for page in ("index.php", "login"):
-        s, n = results[("skiff", page)], results[("nginx", page)]
+        s, n = median[("skiff", page)], median[("nginx", page)]
         print(f"| /{page} | {s['rps']:.0f} | {n['rps']:.0f} | {s['rps'] / n['rps']:.2f} | "
               f"{s['front_us_per_req']:.1f} | {n['front_us_per_req']:.1f} | {s['errors']}, {n['errors']} |")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({f"{k[0]} {k[1]}": v for k, v in results.items()}, f, indent=2)
+            json.dump({f"{k[0]} {k[1]}": {"median": median[k], "runs": v} for k, v in results.items()}, f, indent=2)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,8 @@
 //! - cert-manager's and the Prometheus Operator's CRDs installed later are discovered:
 //!   a Certificate and a ServiceMonitor appear, and CertificateReady follows the
 //!   Certificate;
-//! - a config-only change is hot-reloaded in place (same pods, new config hash);
+//! - a config-only change is hot-reloaded in place (same pods, new config hash), and the
+//!   status reports it live once every pod serves it (read back from the pods);
 //! - an invalid config is refused with `Accepted=False` while the old one keeps serving;
 //! - a burst of pod-template edits under load becomes one rollout with no failed request;
 //! - Events tell the story, and deleting the VirtualServer collects every child.
@@ -56,6 +57,25 @@ async fn wait_condition(
                 let current = vs.status.as_ref()?.observed_generation == vs.metadata.generation
                     && condition(&vs, type_)?.0 == status;
                 current.then_some(vs)
+            }
+        },
+    )
+    .await
+}
+
+/// Waits until the operator reports every serving pod on `hash` (ConfigLive=True).
+async fn wait_live(ns: &TestNamespace, name: &str, hash: &str) -> VirtualServer {
+    let api = ns.api::<VirtualServer>();
+    wait_for(
+        &format!("config {hash} live on every pod of {name}"),
+        Duration::from_secs(150),
+        || {
+            let api = api.clone();
+            async move {
+                let vs = api.get(name).await.ok()?;
+                let live = vs.status.as_ref()?.live_config_hash.as_deref() == Some(hash)
+                    && condition(&vs, "ConfigLive")?.0 == "True";
+                live.then_some(vs)
             }
         },
     )
@@ -178,6 +198,12 @@ async fn virtualserver_reconciles_into_a_serving_edge_farm() {
     let status = vs.status.clone().unwrap();
     assert_eq!(status.ready_replicas, Some(2));
     let hash = status.config_hash.clone().unwrap();
+    // The operator read the served config back from the pods.
+    let live = wait_live(&ns, "site", &hash).await;
+    assert_eq!(
+        condition(&live, "ConfigLive").unwrap().2,
+        format!("2/2 serving pods serve config {hash}")
+    );
     let url = format!(
         "http://{}",
         status
@@ -439,6 +465,8 @@ async fn virtualserver_reconciles_into_a_serving_edge_farm() {
     let vs = wait_condition(&ns, "site", "Accepted", "True").await;
     let new_hash = vs.status.unwrap().config_hash.unwrap();
     assert_ne!(new_hash, hash);
+    // The status says when the reload reached every pod, from the pods themselves.
+    wait_live(&ns, "site", &new_hash).await;
     // Same pods (no restart), each reporting the new config's hash.
     assert_eq!(
         pod_uids(&ns).await,

@@ -4,12 +4,13 @@
 
 use crate::children;
 use crate::crd::{Condition, VirtualServer, VirtualServerStatus};
+use crate::live_config;
 use crate::metrics::Metrics;
 use crate::render;
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
-use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod, Secret, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{DeleteParams, Patch, PatchParams};
@@ -297,6 +298,32 @@ async fn reconcile_inner(vs: &VirtualServer, ctx: &Context) -> Result<Action, Er
             &format!("{ready}/{want} edge pods ready"),
         );
     }
+    // Which config the serving pods report: hot reloads land when the kubelet refreshes
+    // the ConfigMap volume, so this trails configHash for up to a minute after a change.
+    let pods = Api::<Pod>::namespaced(client.clone(), &ns)
+        .list(&kube::api::ListParams::default().labels(&children::selector_string(&vs)))
+        .await?;
+    let serving: Vec<&Pod> = pods
+        .items
+        .iter()
+        .filter(|p| live_config::serving(p))
+        .collect();
+    let reports = futures::future::join_all(
+        serving
+            .iter()
+            .map(|p| live_config::served_hash(p, render::ADMIN_PORT)),
+    )
+    .await;
+    let live = live_config::verdict(&rendered.hash, &reports);
+    set_condition(
+        &mut status,
+        generation,
+        "ConfigLive",
+        live.live,
+        live.reason,
+        &live.message,
+    );
+    status.live_config_hash = live.live_hash.clone();
     status.replicas = ds.replicas;
     status.ready_replicas = Some(ready);
     status.selector = Some(children::selector_string(&vs));
@@ -330,8 +357,12 @@ async fn reconcile_inner(vs: &VirtualServer, ctx: &Context) -> Result<Action, Er
         }
     }
     // Not settled yet: look again soon (the owned-Deployment watch usually comes first).
-    Ok(Action::requeue(if !settled {
+    // A reload on its way is looked at again soon; pods that do not answer (an operator
+    // outside the cluster, a NetworkPolicy) less often.
+    Ok(Action::requeue(if !settled || live.reason == "Reloading" {
         Duration::from_secs(5)
+    } else if live.reason == "PodsUnreachable" {
+        Duration::from_secs(30)
     } else if certificate_pending {
         Duration::from_secs(10)
     } else {

@@ -597,7 +597,7 @@ pub struct VirtualServerStatus {
     /// The generation these conditions describe.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
-    /// Accepted, ResolvedRefs, Ready and CertificateReady.
+    /// Accepted, ResolvedRefs, Ready, ConfigLive, Monitored and CertificateReady.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
     /// Edge pods in the Deployment.
@@ -615,13 +615,18 @@ pub struct VirtualServerStatus {
     /// Hash of the server config the pods were given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_hash: Option<String>,
+    /// Hash of the config every ready edge pod reports serving (read back from each pod's
+    /// admin `/config-hash`); equal to `configHash` once a change has been hot-reloaded
+    /// everywhere. The ConfigLive condition says how many pods are there yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub live_config_hash: Option<String>,
 }
 
 /// A status condition, shaped like metav1.Condition.
 #[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Condition {
-    /// Accepted, ResolvedRefs, Ready or CertificateReady.
+    /// Accepted, ResolvedRefs, Ready, ConfigLive, Monitored or CertificateReady.
     #[serde(rename = "type")]
     pub type_: String,
     /// True, False or Unknown.

@@ -4,6 +4,7 @@ pub mod children;
 pub mod controller;
 pub mod crd;
 pub mod leader;
+pub mod live_config;
 pub mod metrics;
 pub mod render;
 

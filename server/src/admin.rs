@@ -1,5 +1,7 @@
 //! The admin listener: /healthz (the process is alive), /readyz (503 while draining, so
-//! load balancers stop sending traffic before listening stops) and /metrics.
+//! load balancers stop sending traffic before listening stops), /metrics, and
+//! /config-hash (the hash of the configuration being served, which the operator reads
+//! back to report which config is live).
 
 use crate::metrics::Metrics;
 use crate::server::{Phase, ShutdownControl};
@@ -73,6 +75,13 @@ fn route(
                 .body(Full::new(Bytes::from(metrics.encode())))
                 .expect("static response")
         }
+        "/config-hash" => Response::builder()
+            .header("content-type", "text/plain; charset=utf-8")
+            .body(Full::new(Bytes::from(format!(
+                "{}\n",
+                metrics.config_hash.load()
+            ))))
+            .expect("static response"),
         _ => text(StatusCode::NOT_FOUND, "not found\n"),
     }
 }

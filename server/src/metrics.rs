@@ -83,6 +83,8 @@ pub struct Metrics {
     pub config_last_success: Gauge<f64, std::sync::atomic::AtomicU64>,
     /// 1 for the hash of the configuration being served (one series at a time).
     pub config_info: Family<HashLabels, Gauge>,
+    /// The same hash as text, for the admin `/config-hash` (read by the operator).
+    pub config_hash: arc_swap::ArcSwap<String>,
     pub upstream_requests: Family<PoolCodeLabels, Counter>,
     pub upstream_duration: Family<PoolPhaseLabels, Histogram, fn() -> Histogram>,
     pub upstream_active: Family<PoolLabels, Gauge>,
@@ -224,6 +226,7 @@ impl Metrics {
             config_reloads,
             config_last_success,
             config_info,
+            config_hash: Default::default(),
             upstream_requests,
             upstream_duration,
             upstream_active,
@@ -234,6 +237,7 @@ impl Metrics {
 
     /// Records a configuration now being served.
     pub fn config_loaded(&self, hash: &str) {
+        self.config_hash.store(Arc::new(hash.to_owned()));
         self.config_info.clear();
         self.config_info
             .get_or_create(&HashLabels {

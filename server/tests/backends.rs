@@ -805,7 +805,7 @@ fn dns_names_are_re_resolved_without_a_reload() {
         wait_connect(&format!("{host}:{port}"));
         Backend(child)
     };
-    let _a = spawn_echo("127.0.0.1", "first");
+    let a = spawn_echo("127.0.0.1", "first");
     let _b = spawn_echo("127.0.0.2", "second");
     let answers = dir.path().join("answers");
     std::fs::write(&answers, "127.0.0.1").unwrap();
@@ -853,6 +853,16 @@ fn dns_names_are_re_resolved_without_a_reload() {
     // Two addresses: requests rotate over both.
     std::fs::write(&answers, "127.0.0.1 127.0.0.2").unwrap();
     wait_for(&|s| s.len() == 2);
+    // One of them stops: a request whose turn is the dead address is retried at the
+    // other within the same request, so none fails, even the first ones.
+    drop(a);
+    for n in 0..8 {
+        assert_eq!(
+            who(),
+            "second",
+            "request {n} after the first backend stopped"
+        );
+    }
     assert_eq!(
         srv.metric("skiff_config_reloads_total{result=\"success\"}"),
         None,

@@ -28,13 +28,23 @@ fn which(srv: &Server) -> String {
     String::from_utf8(curl(&[&srv.url("/which")]).stdout).unwrap()
 }
 
+/// The served config's hash from `skiff_config_info`, checked against `/config-hash`
+/// (what the operator reads back from each pod).
 fn info_hash(srv: &Server) -> String {
     let (_, body) = srv.admin_get("/metrics");
-    body.lines()
+    let hash = body
+        .lines()
         .find_map(|l| l.strip_prefix("skiff_config_info{hash=\""))
         .and_then(|l| l.split('"').next())
         .map(str::to_owned)
-        .expect("skiff_config_info present")
+        .expect("skiff_config_info present");
+    let (_, text) = srv.admin_get("/config-hash");
+    assert_eq!(
+        text,
+        format!("{hash}\n"),
+        "/config-hash disagrees with the metric"
+    );
+    hash
 }
 
 #[test]

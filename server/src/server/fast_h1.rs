@@ -71,7 +71,7 @@ struct Conn<'s> {
     last_active: Instant,
 }
 
-pub async fn serve(stream: TcpStream, peer: SocketAddr, shared: &Arc<Shared>) {
+pub async fn serve(stream: TcpStream, peer: SocketAddr, local_port: u16, shared: &Arc<Shared>) {
     let limits = &shared.settings.limits;
     let mut conn = Conn {
         stream,
@@ -96,7 +96,6 @@ pub async fn serve(stream: TcpStream, peer: SocketAddr, shared: &Arc<Shared>) {
         Ok(Next::Close) => {}
         Ok(Next::Handoff) => {
             let prefix = Bytes::copy_from_slice(&conn.buf[conn.start..conn.end]);
-            let local_port = conn.stream.local_addr().map_or(0, |a| a.port());
             let io = Rewind::new(conn.stream, prefix);
             hyper_conn::serve(io, conn.peer, local_port, shared.clone()).await;
         }

@@ -139,6 +139,9 @@ fn worker_main(listener: std::net::TcpListener, shared: Arc<Shared>) {
 
 async fn accept_loop(listener: TcpListener, shared: &Arc<Shared>, local: &Arc<AtomicUsize>) {
     let mut phase = shared.shutdown.subscribe();
+    // Every accepted connection has the listener's port as its local port (SERVER_PORT):
+    // read once here instead of a getsockname per connection.
+    let local_port = listener.local_addr().map_or(0, |a| a.port());
     loop {
         let (stream, peer) = tokio::select! {
             biased;
@@ -165,7 +168,8 @@ async fn accept_loop(listener: TcpListener, shared: &Arc<Shared>, local: &Arc<At
                 Err(_) => return,
             },
         };
-        let _ = stream.set_nodelay(true);
+        // TCP_NODELAY needs no setsockopt here: Linux copies it from the listening socket
+        // (set in bind_listener) to each accepted one, as a test below checks.
         if shared.settings.send_buffer_bytes > 0 {
             let _ = rustix::net::sockopt::set_socket_send_buffer_size(
                 &stream,
@@ -178,11 +182,25 @@ async fn accept_loop(listener: TcpListener, shared: &Arc<Shared>, local: &Arc<At
         let local = local.clone();
         tokio::spawn(async move {
             shared.metrics.connections_open.inc();
-            super::fast_h1::serve(stream, peer, &shared).await;
+            super::fast_h1::serve(stream, peer, local_port, &shared).await;
             shared.metrics.connections_open.dec();
             drop(permit);
             drop(global);
             local.fetch_sub(1, Ordering::AcqRel);
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The accept loop relies on this instead of a setsockopt per connection.
+    #[test]
+    fn accepted_connections_inherit_tcp_nodelay_from_the_listener() {
+        let listener = bind_std("127.0.0.1:0".parse().unwrap()).unwrap();
+        let _client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (accepted, _) = listener.accept().unwrap();
+        assert!(accepted.nodelay().unwrap());
     }
 }

@@ -218,8 +218,9 @@ impl http_body::Body for TimedBody {
     }
 }
 
-/// Connects to an endpoint, trying others on connect errors (nothing has been sent then,
-/// so this is safe for every method).
+/// Connects to an endpoint, trying on connect errors first the other addresses of the
+/// same name (a headless Service's other pods), then other endpoints. Nothing has been
+/// sent then, so this is safe for every method.
 async fn connect(
     pool: &Pool,
     slot: &mut super::pool::Slot<'_>,
@@ -230,13 +231,21 @@ async fn connect(
     while let Some(i) = pool.pick(Some(client), &tried) {
         tried.push(i);
         pool.assign(slot, i);
-        let addr = pool.next_addr(i);
-        match pool.connect_at(i, addr).await {
-            Ok(c) => return Ok((i, c)),
-            Err(e) => {
-                pool.report_failure_at(i, addr);
-                tracing::warn!(pool = pool.name, endpoint = %pool.endpoints[i].address, error = %e, "connect failed");
-                last = Some((Failure::Connect(e), pool.endpoints[i].address.to_string()));
+        let mut addr = pool.next_addr(i);
+        let mut dialed = Vec::new();
+        loop {
+            match pool.connect_at(i, addr).await {
+                Ok(c) => return Ok((i, c)),
+                Err(e) => {
+                    pool.report_failure_at(i, addr);
+                    tracing::warn!(pool = pool.name, endpoint = %pool.endpoints[i].address, address = ?addr, error = %e, "connect failed");
+                    last = Some((Failure::Connect(e), pool.endpoints[i].address.to_string()));
+                }
+            }
+            dialed.extend(addr);
+            match addr.and_then(|_| pool.another_addr(i, &dialed)) {
+                Some(next) => addr = Some(next),
+                None => break,
             }
         }
     }
@@ -820,19 +829,30 @@ async fn proxy(
         .then(|| parts.extensions.remove::<hyper::upgrade::OnUpgrade>())
         .flatten();
     let mut tried = Vec::new();
+    // After a connect failure: the same name again, at one of its other addresses.
+    let mut again: Option<(usize, std::net::SocketAddr)> = None;
+    let mut dialed_addrs = Vec::new();
     loop {
-        let Some(i) = pool.pick(Some(peer.ip()), &tried) else {
-            return Err((
-                Failure::Protocol("no endpoint answered".into()),
-                String::new(),
-            ));
+        let (i, dialed) = match again.take() {
+            Some((i, addr)) => (i, Some(addr)),
+            None => {
+                let Some(i) = pool.pick(Some(peer.ip()), &tried) else {
+                    return Err((
+                        Failure::Protocol("no endpoint answered".into()),
+                        String::new(),
+                    ));
+                };
+                tried.push(i);
+                pool.assign(slot, i);
+                dialed_addrs.clear();
+                // Dial the resolved address in rotation (a headless Service's pods), not
+                // the name.
+                (i, pool.next_addr(i))
+            }
         };
-        tried.push(i);
-        pool.assign(slot, i);
+        dialed_addrs.extend(dialed);
         let endpoint = pool.endpoints[i].address.to_string();
         let target = parts.uri.path_and_query().map_or("/", |pq| pq.as_str());
-        // Dial the resolved address in rotation (a headless Service's pods), not the name.
-        let dialed = pool.next_addr(i);
         let authority = dialed.map_or_else(|| endpoint.clone(), |a| a.to_string());
         let uri: http::Uri = format!("http://{authority}{target}").parse().map_err(|e| {
             (
@@ -887,8 +907,14 @@ async fn proxy(
             Ok(Err(e)) if e.is_connect() => {
                 pool.report_failure_at(i, dialed);
                 tracing::warn!(pool = pool.name, endpoint = endpoint.as_str(), error = %e, "connect failed");
-                if idempotent_without_body && pool.pick(Some(peer.ip()), &tried).is_some() {
-                    continue;
+                if idempotent_without_body {
+                    if let Some(next) = dialed.and_then(|_| pool.another_addr(i, &dialed_addrs)) {
+                        again = Some((i, next));
+                        continue;
+                    }
+                    if pool.pick(Some(peer.ip()), &tried).is_some() {
+                        continue;
+                    }
                 }
                 return Err((Failure::Connect(io::Error::other(e.to_string())), endpoint));
             }

@@ -318,6 +318,23 @@ impl Pool {
 
     /// The next address of endpoint `i` in rotation, if it has resolved ones, skipping
     /// addresses marked down while any other is up.
+    /// Another resolved address of endpoint `i` (a name with several), in rotation, that
+    /// is not in `dialed`: where a request goes after a connect failure before trying
+    /// other endpoints. `None` when the name has one address or all were dialed.
+    pub fn another_addr(
+        &self,
+        i: usize,
+        dialed: &[std::net::SocketAddr],
+    ) -> Option<std::net::SocketAddr> {
+        let count = self.endpoints[i].addrs.load().len();
+        if count < 2 {
+            return None;
+        }
+        (0..count)
+            .filter_map(|_| self.next_addr(i))
+            .find(|a| !dialed.contains(a))
+    }
+
     pub fn next_addr(&self, i: usize) -> Option<std::net::SocketAddr> {
         let e = &self.endpoints[i];
         let addrs = e.addrs.load();
