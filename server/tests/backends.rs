@@ -947,3 +947,149 @@ fn a_client_that_leaves_cancels_the_backend_request() {
         "{after} steps: it should have stopped soon after 0.5 s"
     );
 }
+
+/// One HTTP/1.x response read off a raw connection: status, lower-cased headers, and the
+/// body as delimited by Content-Length, chunked coding, or (for `to_eof`) the close.
+struct RawResponse {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl RawResponse {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+fn read_response(r: &mut impl std::io::BufRead, head_only: bool) -> RawResponse {
+    let mut line = String::new();
+    r.read_line(&mut line).unwrap();
+    let status: u16 = line
+        .split(' ')
+        .nth(1)
+        .expect("a status line")
+        .parse()
+        .unwrap();
+    let mut headers = Vec::new();
+    loop {
+        line.clear();
+        r.read_line(&mut line).unwrap();
+        let l = line.trim_end();
+        if l.is_empty() {
+            break;
+        }
+        let (n, v) = l.split_once(':').unwrap();
+        headers.push((n.to_ascii_lowercase(), v.trim().to_string()));
+    }
+    let mut resp = RawResponse {
+        status,
+        headers,
+        body: Vec::new(),
+    };
+    if head_only {
+        return resp;
+    }
+    if let Some(n) = resp.header("content-length") {
+        let mut body = vec![0; n.parse().unwrap()];
+        r.read_exact(&mut body).unwrap();
+        resp.body = body;
+    } else if resp.header("transfer-encoding") == Some("chunked") {
+        loop {
+            line.clear();
+            r.read_line(&mut line).unwrap();
+            let size = usize::from_str_radix(line.trim_end(), 16).unwrap();
+            let mut chunk = vec![0; size + 2];
+            r.read_exact(&mut chunk).unwrap();
+            assert_eq!(&chunk[size..], b"\r\n", "a chunk ends with CRLF");
+            if size == 0 {
+                break;
+            }
+            resp.body.extend_from_slice(&chunk[..size]);
+        }
+    } else {
+        r.read_to_end(&mut resp.body).unwrap();
+    }
+    resp
+}
+
+/// Pool requests without a body are served on the HTTP/1.1 fast path, so one keep-alive
+/// connection carries static files and PHP pages in any order, pipelined or not: whole
+/// backend responses get a Content-Length, streamed ones chunked coding (HTTP/1.1) or the
+/// connection's close (HTTP/1.0), and HEAD gets no body.
+#[test]
+fn pool_requests_share_keep_alive_connections_with_static_files() {
+    let site = php_site();
+    let port = free_port();
+    let _fpm = php_fpm(site.path(), &format!("127.0.0.1:{port}"));
+    let config = write_config(
+        site.path(),
+        &php_config(site.path(), &format!("127.0.0.1:{port}")),
+    );
+    let srv = Server::run_config(&config);
+    let stream = std::net::TcpStream::connect(srv.addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut w = stream.try_clone().unwrap();
+    let mut r = std::io::BufReader::new(stream);
+    // Pipelined: static, PHP, static.
+    w.write_all(
+        b"GET /static.txt HTTP/1.1\r\nHost: a\r\n\r\nGET /echo.php?q=1 HTTP/1.1\r\nHost: a\r\nX-Test: pipelined\r\n\r\nGET /static.txt HTTP/1.1\r\nHost: a\r\n\r\n",
+    )
+    .unwrap();
+    let first = read_response(&mut r, false);
+    assert_eq!(
+        (first.status, first.body.as_slice()),
+        (200, &b"served by skiff"[..])
+    );
+    let php = read_response(&mut r, false);
+    assert_eq!(php.status, 200);
+    let text = String::from_utf8(php.body.clone()).unwrap();
+    assert!(text.contains("QUERY_STRING=q=1\n"), "{text}");
+    assert!(text.contains("HTTP_X_TEST=pipelined\n"), "{text}");
+    assert_eq!(php.header("x-powered"), Some("fpm"));
+    assert!(php.header("date").is_some());
+    let third = read_response(&mut r, false);
+    assert_eq!(
+        (third.status, third.body.as_slice()),
+        (200, &b"served by skiff"[..])
+    );
+    // A streamed PHP response on the same connection: chunked, every chunk there.
+    w.write_all(b"GET /stream.php HTTP/1.1\r\nHost: a\r\n\r\n")
+        .unwrap();
+    let streamed = read_response(&mut r, false);
+    assert_eq!(streamed.header("transfer-encoding"), Some("chunked"));
+    assert_eq!(streamed.header("content-length"), None);
+    let text = String::from_utf8(streamed.body).unwrap();
+    for i in 0..5 {
+        assert!(text.contains(&format!("chunk{i} ")), "chunk {i} missing");
+    }
+    // HEAD: the head only; the connection stays usable.
+    w.write_all(
+        b"HEAD /echo.php HTTP/1.1\r\nHost: a\r\n\r\nGET /static.txt HTTP/1.1\r\nHost: a\r\n\r\n",
+    )
+    .unwrap();
+    let head = read_response(&mut r, true);
+    assert_eq!(head.status, 200);
+    let after = read_response(&mut r, false);
+    assert_eq!(after.body, b"served by skiff");
+
+    // HTTP/1.0 and a streamed body: delimited by the close.
+    let mut s10 = std::net::TcpStream::connect(srv.addr).unwrap();
+    s10.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s10.write_all(b"GET /stream.php HTTP/1.0\r\n\r\n").unwrap();
+    let mut r10 = std::io::BufReader::new(s10);
+    let old = read_response(&mut r10, false);
+    assert_eq!(old.header("connection"), Some("close"));
+    assert_eq!(old.header("transfer-encoding"), None);
+    assert!(String::from_utf8(old.body).unwrap().contains("chunk4 "));
+    assert!(
+        srv.metric("skiff_upstream_requests_total{pool=\"php\",code=\"200\"}")
+            .unwrap()
+            >= 4.0
+    );
+}

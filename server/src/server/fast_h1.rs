@@ -58,6 +58,8 @@ struct Pending {
 struct Conn<'s> {
     stream: TcpStream,
     peer: SocketAddr,
+    /// The listener's port: SERVER_PORT for pool requests.
+    local_port: u16,
     /// The peer's address as text, for the access log.
     remote: String,
     shared: &'s Arc<Shared>,
@@ -76,6 +78,7 @@ pub async fn serve(stream: TcpStream, peer: SocketAddr, local_port: u16, shared:
     let mut conn = Conn {
         stream,
         peer,
+        local_port,
         remote: peer.ip().to_string(),
         shared,
         // One byte more than the limit, to tell "exactly at the limit" from "over it".
@@ -97,7 +100,7 @@ pub async fn serve(stream: TcpStream, peer: SocketAddr, local_port: u16, shared:
         Ok(Next::Handoff) => {
             let prefix = Bytes::copy_from_slice(&conn.buf[conn.start..conn.end]);
             let io = Rewind::new(conn.stream, prefix);
-            hyper_conn::serve(io, conn.peer, local_port, shared.clone()).await;
+            hyper_conn::serve(io, conn.peer, conn.local_port, shared.clone()).await;
         }
         Err(e) => {
             tracing::debug!(peer = %conn.peer, error = %e, "connection ended with an error");
@@ -130,6 +133,13 @@ impl Conn<'_> {
                         }
                     }
                     Parsed::Incomplete => break,
+                    Parsed::Upstream(job) => {
+                        // Earlier pipelined responses go first.
+                        self.flush().await?;
+                        if !self.serve_upstream(*job).await? {
+                            return Ok(Next::Close);
+                        }
+                    }
                     Parsed::Handoff => {
                         self.flush().await?;
                         return Ok(Next::Handoff);
@@ -340,9 +350,26 @@ impl Conn<'_> {
             (asterisk_reply(&head.method), "unknown")
         } else {
             let routed = self.shared.app.load().respond(&head);
-            if routed.upstream.is_some() {
-                // A pool answers: hyper takes the connection from this request on.
-                return Ok(Parsed::Handoff);
+            if let Some(call) = routed.upstream {
+                // A pool answers. The request has no body (those went to hyper above), so
+                // it is served here too, without hyper's per-request machinery.
+                let HeaderSource::H1(fields) = head.headers else {
+                    unreachable!("the fast path parses with httparse")
+                };
+                let Some(parts) = upstream_parts(&head.method, target, minor, fields) else {
+                    return Ok(Parsed::Reject(StatusCode::BAD_REQUEST));
+                };
+                self.start += consumed;
+                return Ok(Parsed::Upstream(Box::new(UpstreamJob {
+                    call,
+                    parts,
+                    vhost: routed.vhost,
+                    close,
+                    minor,
+                    start,
+                    referer: head.referer.map(<[u8]>::to_vec),
+                    user_agent: head.user_agent.map(<[u8]>::to_vec),
+                })));
             }
             (routed.reply, routed.vhost)
         };
@@ -396,6 +423,142 @@ impl Conn<'_> {
         });
         self.start += consumed;
         Ok(Parsed::Complete(!close))
+    }
+
+    /// Runs a pool request and writes its response: whole bodies with the head in one
+    /// writev, streamed ones chunk by chunk as the backend sends them. Returns whether the
+    /// connection stays open. A client that goes away while the backend works cancels it.
+    async fn serve_upstream(&mut self, job: UpstreamJob) -> io::Result<bool> {
+        use http_body::Body as _;
+        use http_body_util::BodyExt;
+        let UpstreamJob {
+            call,
+            parts,
+            vhost,
+            close,
+            minor,
+            start,
+            referer,
+            user_agent,
+        } = job;
+        let method = parts.method.clone();
+        let target = parts
+            .uri
+            .path_and_query()
+            .map_or("/", |pq| pq.as_str())
+            .to_owned();
+        let request = http::Request::from_parts(parts, crate::upstream::handler::ClientBody::Empty);
+        let run = crate::upstream::handler::run(
+            &call,
+            request,
+            self.peer,
+            self.local_port,
+            &self.shared.metrics,
+        );
+        let resp = tokio::select! {
+            resp = run => resp,
+            () = client_gone(&self.stream) => return Ok(false),
+        };
+        let (parts, mut body) = resp.into_parts();
+        let head_only = method == Method::HEAD;
+        let framing = Framing::of(parts.status, head_only, body.size_hint().exact(), minor);
+        let close =
+            close || framing == Framing::Close || self.shared.shutdown.phase() >= Phase::Draining;
+        write_upstream_head(&mut self.out.head, &parts, framing, close, minor);
+        let head_len = self.out.head.len();
+        self.out.segs.push(Seg::Head(0, head_len));
+        let mut sent = 0u64;
+        let mut complete = true;
+        if head_only || framing == Framing::Bodiless {
+            drop(body);
+            self.write_queued().await?;
+        } else if let Framing::Length(_) = framing {
+            // A whole body: its frames are already here; one writev with the head.
+            while let Some(frame) = body.frame().await {
+                match frame.map(|f| f.into_data()) {
+                    Ok(Ok(data)) => {
+                        sent += data.len() as u64;
+                        self.out.segs.push(Seg::Mem(data));
+                    }
+                    Ok(Err(_trailers)) => {}
+                    Err(_) => {
+                        complete = false;
+                        break;
+                    }
+                }
+            }
+            self.write_queued().await?;
+        } else {
+            self.write_queued().await?;
+            loop {
+                match body.frame().await {
+                    None => break,
+                    Some(Ok(frame)) => {
+                        let Ok(data) = frame.into_data() else {
+                            continue;
+                        };
+                        if data.is_empty() {
+                            continue;
+                        }
+                        sent += data.len() as u64;
+                        if framing == Framing::Chunked {
+                            let h = &mut self.out.head;
+                            push_hex(h, data.len());
+                            h.extend_from_slice(b"\r\n");
+                            self.out.segs.push(Seg::Head(0, h.len()));
+                            self.out.segs.push(Seg::Mem(data));
+                            self.out.segs.push(Seg::Mem(Bytes::from_static(b"\r\n")));
+                        } else {
+                            self.out.segs.push(Seg::Mem(data));
+                        }
+                        self.write_queued().await?;
+                    }
+                    Some(Err(e)) => {
+                        // The backend failed mid-body: the client must not take the
+                        // truncated body for a whole one, so no terminating chunk.
+                        tracing::debug!(error = %e, "upstream body ended with an error");
+                        complete = false;
+                        break;
+                    }
+                }
+            }
+            if complete && framing == Framing::Chunked {
+                self.out
+                    .segs
+                    .push(Seg::Mem(Bytes::from_static(b"0\r\n\r\n")));
+                self.write_queued().await?;
+            }
+        }
+        let status = parts.status.as_u16();
+        let secs = start.elapsed();
+        with_worker(|w| {
+            w.metrics
+                .record(vhost, &method, status, sent, secs.as_secs_f64(), None);
+            if w.log.enabled() {
+                w.log.log(&LogRecord {
+                    remote: &self.remote,
+                    method: method.as_str(),
+                    target: &target,
+                    version: if minor == 1 { "HTTP/1.1" } else { "HTTP/1.0" },
+                    status,
+                    bytes: sent,
+                    referer: referer.as_deref(),
+                    user_agent: user_agent.as_deref(),
+                    duration_us: secs.as_micros() as u64,
+                });
+            }
+        });
+        self.last_active = Instant::now();
+        Ok(complete && !close)
+    }
+
+    /// Writes the queued segments and clears the output (metrics are not involved).
+    async fn write_queued(&mut self) -> io::Result<()> {
+        let result = self.write_segments().await;
+        self.out.segs.clear();
+        self.out.head.clear();
+        self.out.queued_bytes = 0;
+        result
     }
 
     /// Writes everything queued: runs of memory segments with writev, files with sendfile
@@ -670,13 +833,251 @@ async fn write_vectored(
 enum Parsed {
     /// A request was answered (queued); the flag says whether the connection stays open.
     Complete(bool),
+    /// A request (without a body) for a backend pool, already consumed from the buffer.
+    Upstream(Box<UpstreamJob>),
     Incomplete,
     Handoff,
     Reject(StatusCode),
+}
+
+/// A pool request taken off the fast path's buffer, owning what it needs.
+struct UpstreamJob {
+    call: Box<crate::upstream::handler::Call>,
+    parts: http::request::Parts,
+    vhost: &'static str,
+    close: bool,
+    minor: u8,
+    start: Instant,
+    referer: Option<Vec<u8>>,
+    user_agent: Option<Vec<u8>>,
+}
+
+/// The request as the pool handler takes it, built from httparse's view. `None` when a
+/// header or the target is not valid for the `http` types (hyper answers 400 there too).
+fn upstream_parts(
+    method: &Method,
+    target: &str,
+    minor: u8,
+    fields: &[httparse::Header<'_>],
+) -> Option<http::request::Parts> {
+    let mut headers = http::HeaderMap::with_capacity(fields.len());
+    for f in fields {
+        headers.append(
+            http::HeaderName::from_bytes(f.name.as_bytes()).ok()?,
+            http::HeaderValue::from_bytes(f.value).ok()?,
+        );
+    }
+    let (mut parts, ()) = http::Request::builder()
+        .method(method.clone())
+        .uri(target)
+        .version(if minor == 0 {
+            http::Version::HTTP_10
+        } else {
+            http::Version::HTTP_11
+        })
+        .body(())
+        .ok()?
+        .into_parts();
+    parts.headers = headers;
+    Some(parts)
+}
+
+/// How an upstream response body is delimited on the wire.
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+enum Framing {
+    /// No body: HEAD, 1xx, 204, 304.
+    Bodiless,
+    Length(u64),
+    Chunked,
+    /// HTTP/1.0 with a streamed body: the end of the connection ends it.
+    Close,
+}
+
+impl Framing {
+    fn of(status: StatusCode, head_only: bool, exact: Option<u64>, minor: u8) -> Framing {
+        let bodiless = status.is_informational()
+            || status == StatusCode::NO_CONTENT
+            || status == StatusCode::NOT_MODIFIED;
+        match (exact, minor) {
+            _ if bodiless => Framing::Bodiless,
+            (Some(n), _) => Framing::Length(n),
+            _ if head_only => Framing::Bodiless,
+            (None, 0) => Framing::Close,
+            (None, _) => Framing::Chunked,
+        }
+    }
+}
+
+/// Serializes an upstream response head (the backend's headers, already stripped of
+/// hop-by-hop fields by the handler) as hyper would: a Date when the backend sent none,
+/// and the framing headers the body needs.
+fn write_upstream_head(
+    h: &mut Vec<u8>,
+    parts: &http::response::Parts,
+    framing: Framing,
+    close: bool,
+    minor: u8,
+) {
+    h.extend_from_slice(b"HTTP/1.1 ");
+    h.extend_from_slice(parts.status.as_str().as_bytes());
+    h.push(b' ');
+    h.extend_from_slice(
+        parts
+            .status
+            .canonical_reason()
+            .unwrap_or("Unknown")
+            .as_bytes(),
+    );
+    h.extend_from_slice(b"\r\n");
+    for (name, value) in &parts.headers {
+        if name == http::header::CONTENT_LENGTH || name == http::header::TRANSFER_ENCODING {
+            continue;
+        }
+        h.extend_from_slice(name.as_str().as_bytes());
+        h.extend_from_slice(b": ");
+        h.extend_from_slice(value.as_bytes());
+        h.extend_from_slice(b"\r\n");
+    }
+    if !parts.headers.contains_key(http::header::DATE) {
+        h.extend_from_slice(b"date: ");
+        crate::http::date::with_http_date(|d| h.extend_from_slice(d.as_bytes()));
+        h.extend_from_slice(b"\r\n");
+    }
+    match framing {
+        Framing::Length(n) => {
+            h.extend_from_slice(b"content-length: ");
+            push_decimal(h, n);
+            h.extend_from_slice(b"\r\n");
+        }
+        Framing::Chunked => h.extend_from_slice(b"transfer-encoding: chunked\r\n"),
+        Framing::Bodiless | Framing::Close => {}
+    }
+    if close || framing == Framing::Close {
+        h.extend_from_slice(b"connection: close\r\n");
+    } else if minor == 0 {
+        h.extend_from_slice(b"connection: keep-alive\r\n");
+    }
+    h.extend_from_slice(b"\r\n");
 }
 
 enum ReadResult {
     Data,
     Eof,
     WouldBlock,
+}
+
+/// Resolves when the client has closed its side (EOF or reset) while a backend works.
+/// Bytes it sends meanwhile (a pipelined request) are left for later, and then there is
+/// nothing more to learn here, so it stops watching.
+async fn client_gone(stream: &TcpStream) {
+    let mut probe = [0u8; 1];
+    loop {
+        if stream.readable().await.is_err() {
+            return;
+        }
+        match stream.try_io(Interest::READABLE, || {
+            rustix::net::recv(stream, &mut probe, rustix::net::RecvFlags::PEEK)
+                .map(|(n, _)| n)
+                .map_err(io::Error::from)
+        }) {
+            Ok(0) => return,
+            Ok(_) => return std::future::pending().await,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            Err(_) => return,
+        }
+    }
+}
+
+/// Appends `n` in lowercase hex (a chunk size).
+fn push_hex(out: &mut Vec<u8>, n: usize) {
+    let digits = if n == 0 {
+        1
+    } else {
+        (usize::BITS - n.leading_zeros()).div_ceil(4) as usize
+    };
+    for i in (0..digits).rev() {
+        out.push(b"0123456789abcdef"[(n >> (i * 4)) & 0xf]);
+    }
+}
+
+#[cfg(test)]
+mod upstream_tests {
+    use super::*;
+
+    #[test]
+    fn chunk_sizes_are_lowercase_hex() {
+        for (n, want) in [
+            (0, "0"),
+            (9, "9"),
+            (255, "ff"),
+            (4096, "1000"),
+            (0xabcde, "abcde"),
+        ] {
+            let mut out = Vec::new();
+            push_hex(&mut out, n);
+            assert_eq!(out, want.as_bytes(), "{n}");
+        }
+    }
+
+    #[test]
+    fn framing_follows_status_method_length_and_version() {
+        use Framing::*;
+        assert_eq!(Framing::of(StatusCode::OK, false, Some(5), 1), Length(5));
+        assert_eq!(Framing::of(StatusCode::OK, false, None, 1), Chunked);
+        assert_eq!(Framing::of(StatusCode::OK, false, None, 0), Close);
+        assert_eq!(Framing::of(StatusCode::OK, true, None, 0), Bodiless);
+        assert_eq!(Framing::of(StatusCode::OK, true, Some(7), 1), Length(7));
+        assert_eq!(
+            Framing::of(StatusCode::NO_CONTENT, false, None, 1),
+            Bodiless
+        );
+        assert_eq!(
+            Framing::of(StatusCode::NOT_MODIFIED, false, Some(0), 1),
+            Bodiless
+        );
+    }
+
+    #[test]
+    fn the_upstream_head_replaces_framing_fields_and_adds_a_date() {
+        let (mut parts, ()) = http::Response::builder()
+            .status(404)
+            .header("content-type", "text/plain")
+            .header("content-length", "999")
+            .header("transfer-encoding", "chunked")
+            .header("set-cookie", "a=1")
+            .header("set-cookie", "b=2")
+            .body(())
+            .unwrap()
+            .into_parts();
+        let mut h = Vec::new();
+        write_upstream_head(&mut h, &parts, Framing::Length(3), false, 1);
+        let text = String::from_utf8(h).unwrap();
+        assert!(text.starts_with("HTTP/1.1 404 Not Found\r\n"), "{text}");
+        assert!(
+            text.contains("set-cookie: a=1\r\nset-cookie: b=2\r\n"),
+            "{text}"
+        );
+        assert!(text.contains("content-length: 3\r\n"), "{text}");
+        assert!(
+            !text.contains("999") && !text.contains("transfer-encoding"),
+            "{text}"
+        );
+        assert!(text.contains("date: "), "{text}");
+        assert!(
+            text.ends_with("\r\n\r\n") && !text.contains("connection"),
+            "{text}"
+        );
+        parts
+            .headers
+            .insert(http::header::DATE, "backend".parse().unwrap());
+        let mut h = Vec::new();
+        write_upstream_head(&mut h, &parts, Framing::Close, false, 0);
+        let text = String::from_utf8(h).unwrap();
+        assert!(text.contains("date: backend\r\n") && text.matches("date:").count() == 1);
+        assert!(text.contains("connection: close\r\n"), "{text}");
+        let mut h = Vec::new();
+        write_upstream_head(&mut h, &parts, Framing::Chunked, false, 0);
+        let text = String::from_utf8(h).unwrap();
+        assert!(text.contains("transfer-encoding: chunked\r\nconnection: keep-alive\r\n"));
+    }
 }

@@ -118,7 +118,7 @@ async fn handle(
         );
         let resp = crate::upstream::handler::run(
             &call,
-            Request::from_parts(parts, body),
+            Request::from_parts(parts, crate::upstream::handler::ClientBody::Hyper(body)),
             peer,
             local_port,
             &shared.metrics,

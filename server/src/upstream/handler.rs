@@ -121,10 +121,26 @@ pub fn error_response(status: StatusCode) -> Response<UpstreamBody> {
     resp
 }
 
+/// The client's request body: hyper's stream, or none at all (the HTTP/1.1 fast path
+/// hands over only requests without a body).
+pub enum ClientBody {
+    Empty,
+    Hyper(Incoming),
+}
+
+impl ClientBody {
+    fn is_end_stream(&self) -> bool {
+        match self {
+            ClientBody::Empty => true,
+            ClientBody::Hyper(b) => b.is_end_stream(),
+        }
+    }
+}
+
 /// Runs `req` against the call's pool.
 pub async fn run(
     call: &Call,
-    req: Request<Incoming>,
+    req: Request<ClientBody>,
     peer: SocketAddr,
     local_port: u16,
     metrics: &Arc<Metrics>,
@@ -260,10 +276,14 @@ enum RequestBody {
 }
 
 async fn prepare_body(
-    body: Incoming,
+    body: ClientBody,
     declared: Option<u64>,
     max: u64,
 ) -> Result<(RequestBody, u64), Failure> {
+    let body = match body {
+        ClientBody::Empty => return Ok((RequestBody::Buffered(Bytes::new()), 0)),
+        ClientBody::Hyper(b) => b,
+    };
     if let Some(n) = declared {
         return Ok((RequestBody::Stream(body), n));
     }
@@ -287,7 +307,7 @@ async fn cgi(
     call: &Call,
     slot: &mut super::pool::Slot<'_>,
     parts: http::request::Parts,
-    body: Incoming,
+    body: ClientBody,
     declared: Option<u64>,
     peer: SocketAddr,
     local_port: u16,
@@ -813,14 +833,19 @@ async fn proxy(
     pool: &Pool,
     slot: &mut super::pool::Slot<'_>,
     mut parts: http::request::Parts,
-    body: Incoming,
+    body: ClientBody,
     peer: SocketAddr,
     host: Option<&HeaderValue>,
 ) -> Result<Response<UpstreamBody>, (Failure, String)> {
     let idempotent_without_body =
         matches!(parts.method, Method::GET | Method::HEAD | Method::OPTIONS)
             && body.is_end_stream();
-    let mut body = Some(body.map_err(io::Error::other).boxed());
+    let mut body = Some(match body {
+        ClientBody::Empty => http_body_util::Empty::new()
+            .map_err(|never| match never {})
+            .boxed(),
+        ClientBody::Hyper(b) => b.map_err(io::Error::other).boxed(),
+    });
     // A protocol upgrade (WebSocket): the Upgrade and Connection headers go through, and
     // on a 101 both sides' connections are spliced together.
     let upgrade = upgrade_token(&parts.headers);
