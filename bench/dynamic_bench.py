@@ -3,7 +3,8 @@
 php-fpm (fastcgi_pass) and a Django /login page through uWSGI (uwsgi_pass), with the same
 backend worker counts for both front ends. Each front end gets one worker; wrk drives it.
 
-Usage: bench/dynamic_bench.py [--seconds 8] [--connections 16] [--workers 2] [--rounds 3] [--json out.json]
+Usage: bench/dynamic_bench.py [--seconds 8] [--connections 16] [--workers 2] [--rounds 3]
+                              [--skiff LABEL=BINARY ...] [--json out.json]
 
 The machine is shared and noisy, so the two front ends alternate: each round runs Skiff,
 then nginx, on both pages, and the table gives the median of the rounds (every round's
@@ -110,8 +111,11 @@ def main():
     ap.add_argument("--keepalive", type=int, default=0,
                     help="FastCGI connections kept for reuse by both front ends (0: none, the default of both)")
     ap.add_argument("--rounds", type=int, default=3, help="alternating Skiff/nginx rounds; medians are reported")
+    ap.add_argument("--skiff", action="append", metavar="LABEL=BINARY",
+                    help="Skiff builds to compare (repeatable); default skiff=target/release/skiff")
     ap.add_argument("--json")
     args = ap.parse_args()
+    skiffs = dict(v.split("=", 1) for v in (args.skiff or [f"skiff={SKIFF}"]))
     for tool in ("wrk", "nginx", "uwsgi"):
         if not shutil.which(tool):
             sys.exit(f"{tool} is not installed: scripts/install-deps.sh --bench")
@@ -143,9 +147,9 @@ def main():
     try:
         if not (wait_port(fpm_port) and wait_port(uwsgi_port)):
             sys.exit("backends did not start")
-        for front in [f for _ in range(args.rounds) for f in ("skiff", "nginx")]:
+        for front in [f for _ in range(args.rounds) for f in (*skiffs, "nginx")]:
             port = free_port()
-            if front == "skiff":
+            if front in skiffs:
                 conf = os.path.join(work, "skiff.yaml")
                 with open(conf, "w") as f:
                     f.write(f"""listen: 127.0.0.1:{port}
@@ -165,7 +169,7 @@ pools:
   - {{ name: php, protocol: fastcgi, endpoints: ["127.0.0.1:{fpm_port}"], keepalive: {args.keepalive} }}
   - {{ name: django, protocol: uwsgi, endpoints: ["127.0.0.1:{uwsgi_port}"] }}
 """)
-                proc = start(["taskset", "-c", "0", SKIFF, "run", "--config", conf])
+                proc = start(["taskset", "-c", "0", skiffs[front], "run", "--config", conf])
             else:
                 conf = os.path.join(work, "nginx.conf")
                 with open(conf, "w") as f:
@@ -211,12 +215,13 @@ http {{
                   "errors": sum(r["errors"] for r in runs)} for k, runs in results.items()}
     print(f"backend workers: {args.workers}, FastCGI keepalive: {args.keepalive}, "
           f"connections: {args.connections}, {args.seconds}s per run, median of {args.rounds} alternating rounds")
-    print("| page | skiff req/s | nginx req/s | skiff/nginx | skiff front-end µs/req | nginx front-end µs/req | errors (skiff, nginx) |")
-    print("|---|---|---|---|---|---|---|")
-    for page in ("index.php", "login"):
-        s, n = median[("skiff", page)], median[("nginx", page)]
-        print(f"| /{page} | {s['rps']:.0f} | {n['rps']:.0f} | {s['rps'] / n['rps']:.2f} | "
-              f"{s['front_us_per_req']:.1f} | {n['front_us_per_req']:.1f} | {s['errors']}, {n['errors']} |")
+    for label in skiffs:
+        print(f"| page | {label} req/s | nginx req/s | {label}/nginx | {label} front-end µs/req | nginx front-end µs/req | errors ({label}, nginx) |")
+        print("|---|---|---|---|---|---|---|")
+        for page in ("index.php", "login"):
+            s, n = median[(label, page)], median[("nginx", page)]
+            print(f"| /{page} | {s['rps']:.0f} | {n['rps']:.0f} | {s['rps'] / n['rps']:.2f} | "
+                  f"{s['front_us_per_req']:.1f} | {n['front_us_per_req']:.1f} | {s['errors']}, {n['errors']} |")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({f"{k[0]} {k[1]}": {"median": median[k], "runs": v} for k, v in results.items()}, f, indent=2)

@@ -120,9 +120,21 @@ pub fn tool(name: &str) -> PathBuf {
     cache.join("bin").join(name)
 }
 
-/// Imports the skiff and skiff-operator image archives, building them first when missing.
+/// The php-fpm image the pool tests run (Debian's php-fpm, see e2e/images/php-fpm).
+pub const PHP_FPM_IMAGE: &str = "localhost/skiff/e2e-php-fpm:dev";
+
+/// Imports the skiff and skiff-operator image archives, building them first when missing,
+/// and the php-fpm test image (rebuilt each time: it only copies files).
 fn import_images() -> Result<(), String> {
     let root = repo_root();
+    let status = Command::new(root.join("e2e/images/php-fpm/build.sh"))
+        .stdout(std::process::Stdio::null())
+        .status()
+        .map_err(|e| format!("cannot run e2e/images/php-fpm/build.sh: {e}"))?;
+    if !status.success() {
+        return Err(format!("e2e/images/php-fpm/build.sh failed: {status}"));
+    }
+    let php_tar = root.join("target/images/php-fpm.oci.tar");
     let tar = root.join("target/images/skiff.oci.tar");
     let operator_tar = root.join("target/images/skiff-operator.oci.tar");
     if !tar.exists() || !operator_tar.exists() {
@@ -137,6 +149,7 @@ fn import_images() -> Result<(), String> {
         "load",
         tar.to_str().unwrap(),
         operator_tar.to_str().unwrap(),
+        php_tar.to_str().unwrap(),
     ])
     .map(|_| ())
 }

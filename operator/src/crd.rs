@@ -279,8 +279,10 @@ pub struct CgiRef {
     /// Script for paths ending in `/` (for example index.php).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub index: Option<String>,
-    /// Split `/x.php/more` into SCRIPT_NAME and PATH_INFO, as PHP expects.
-    #[serde(default)]
+    /// Split `/x.php/more` into SCRIPT_NAME and PATH_INFO, as PHP expects (the default,
+    /// as in the server config). `false` sends the whole path as PATH_INFO with an empty
+    /// SCRIPT_NAME, for FastCGI apps that route by path themselves.
+    #[serde(default = "default_true")]
     pub split_path_info: bool,
     /// Extra request parameters.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -639,4 +641,8 @@ pub struct Condition {
     pub observed_generation: Option<i64>,
     /// When the status last changed (RFC 3339).
     pub last_transition_time: String,
+}
+
+fn default_true() -> bool {
+    true
 }

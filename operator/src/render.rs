@@ -289,6 +289,28 @@ mod tests {
         assert_eq!(r.hash, skiff_config::config_hash(&r.yaml));
     }
 
+    /// A PHP rule that leaves splitPathInfo out gets the server's PHP-style split: php-fpm
+    /// refuses a SCRIPT_FILENAME that is only the document root (found by the e2e test
+    /// with php-fpm in the cluster).
+    #[test]
+    fn fastcgi_rules_split_the_path_info_unless_told_not_to() {
+        let split = |action: Value| {
+            let r = server_config(&vs(json!({
+                "hosts": ["a.example"], "content": { "configMap": "s" },
+                "rules": [{ "match": { "extensions": ["php"] }, "action": { "fastcgi": action } }],
+                "pools": [{ "name": "php", "protocol": "fastcgi", "endpoints": ["php:9000"] }]
+            })))
+            .unwrap();
+            let cfg = skiff_config::parse_yaml(&r.yaml).unwrap();
+            match &cfg.virtual_servers[0].rules[0].action {
+                skiff_config::Action::Fastcgi(t) => t.split_path_info,
+                other => panic!("{other:?}"),
+            }
+        };
+        assert!(split(json!({ "pool": "php" })));
+        assert!(!split(json!({ "pool": "php", "splitPathInfo": false })));
+    }
+
     #[test]
     fn an_unknown_pool_is_rejected_with_its_name() {
         let e = server_config(&vs(json!({
