@@ -4,6 +4,7 @@
 //!   shared emptyDir;
 //! - `placement: pool`: php-fpm in its own Deployment behind a headless Service, reached
 //!   by DNS name from the edge.
+//!
 //! Both serve the same PHP page through the edge Service.
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
