@@ -36,8 +36,21 @@ fn wait_connect(addr: &str) {
 /// A backend process, stopped on drop.
 struct Backend(Child);
 
+/// Stops a backend the way its own supervisor would: SIGTERM, so that php-fpm's and
+/// uWSGI's masters take their workers down with them (after SIGKILL, php-fpm's workers
+/// lived on, orphaned, after every run), then SIGKILL if it has not exited in 5 s.
 impl Drop for Backend {
     fn drop(&mut self) {
+        if let Some(pid) = rustix::process::Pid::from_raw(self.0.id() as i32) {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+        }
+        let end = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < end {
+            if let Ok(Some(_)) = self.0.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
