@@ -269,16 +269,22 @@ fn check_php(srv: &Server, site: &Path) {
     assert_eq!(curl(&[&srv.url("/static.txt")]).stdout, b"served by skiff");
 }
 
-#[test]
-fn php_fpm_over_tcp() {
+/// The PHP test site, php-fpm on a TCP port, and skiff in front of it.
+fn php_over_tcp() -> (tempfile::TempDir, Backend, Server) {
     let site = php_site();
     let port = free_port();
-    let _fpm = php_fpm(site.path(), &format!("127.0.0.1:{port}"));
+    let fpm = php_fpm(site.path(), &format!("127.0.0.1:{port}"));
     let config = write_config(
         site.path(),
         &php_config(site.path(), &format!("127.0.0.1:{port}")),
     );
     let srv = Server::run_config(&config);
+    (site, fpm, srv)
+}
+
+#[test]
+fn php_fpm_over_tcp() {
+    let (site, _fpm, srv) = php_over_tcp();
     check_php(&srv, site.path());
     // Backend stderr reaches the error log.
     assert_eq!(curl(&[&srv.url("/stderr.php")]).stdout, b"ok");
@@ -1035,14 +1041,7 @@ fn read_response(r: &mut impl std::io::BufRead, head_only: bool) -> RawResponse 
 /// connection's close (HTTP/1.0), and HEAD gets no body.
 #[test]
 fn pool_requests_share_keep_alive_connections_with_static_files() {
-    let site = php_site();
-    let port = free_port();
-    let _fpm = php_fpm(site.path(), &format!("127.0.0.1:{port}"));
-    let config = write_config(
-        site.path(),
-        &php_config(site.path(), &format!("127.0.0.1:{port}")),
-    );
-    let srv = Server::run_config(&config);
+    let (_site, _fpm, srv) = php_over_tcp();
     let stream = std::net::TcpStream::connect(srv.addr).unwrap();
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))

@@ -367,8 +367,6 @@ impl Conn<'_> {
                     close,
                     minor,
                     start,
-                    referer: head.referer.map(<[u8]>::to_vec),
-                    user_agent: head.user_agent.map(<[u8]>::to_vec),
                 })));
             }
             (routed.reply, routed.vhost)
@@ -438,15 +436,12 @@ impl Conn<'_> {
             close,
             minor,
             start,
-            referer,
-            user_agent,
         } = job;
+        // For the access log after the exchange: shared clones, no copies.
         let method = parts.method.clone();
-        let target = parts
-            .uri
-            .path_and_query()
-            .map_or("/", |pq| pq.as_str())
-            .to_owned();
+        let uri = parts.uri.clone();
+        let referer = parts.headers.get(http::header::REFERER).cloned();
+        let user_agent = parts.headers.get(http::header::USER_AGENT).cloned();
         let request = http::Request::from_parts(parts, crate::upstream::handler::ClientBody::Empty);
         let run = crate::upstream::handler::run(
             &call,
@@ -538,12 +533,12 @@ impl Conn<'_> {
                 w.log.log(&LogRecord {
                     remote: &self.remote,
                     method: method.as_str(),
-                    target: &target,
+                    target: uri.path_and_query().map_or("/", |pq| pq.as_str()),
                     version: if minor == 1 { "HTTP/1.1" } else { "HTTP/1.0" },
                     status,
                     bytes: sent,
-                    referer: referer.as_deref(),
-                    user_agent: user_agent.as_deref(),
+                    referer: referer.as_ref().map(|v| v.as_bytes()),
+                    user_agent: user_agent.as_ref().map(|v| v.as_bytes()),
                     duration_us: secs.as_micros() as u64,
                 });
             }
@@ -693,16 +688,7 @@ impl Output {
     ) {
         let h = &mut self.head;
         let from = h.len();
-        h.extend_from_slice(b"HTTP/1.1 ");
-        h.extend_from_slice(reply.status.as_str().as_bytes());
-        h.push(b' ');
-        h.extend_from_slice(
-            reply
-                .status
-                .canonical_reason()
-                .unwrap_or("Unknown")
-                .as_bytes(),
-        );
+        push_status_line(h, reply.status);
         h.extend_from_slice(b"\r\nServer: skiff\r\nDate: ");
         crate::http::date::with_http_date(|d| h.extend_from_slice(d.as_bytes()));
         h.extend_from_slice(b"\r\n");
@@ -848,8 +834,6 @@ struct UpstreamJob {
     close: bool,
     minor: u8,
     start: Instant,
-    referer: Option<Vec<u8>>,
-    user_agent: Option<Vec<u8>>,
 }
 
 /// The request as the pool handler takes it, built from httparse's view. `None` when a
@@ -918,16 +902,7 @@ fn write_upstream_head(
     close: bool,
     minor: u8,
 ) {
-    h.extend_from_slice(b"HTTP/1.1 ");
-    h.extend_from_slice(parts.status.as_str().as_bytes());
-    h.push(b' ');
-    h.extend_from_slice(
-        parts
-            .status
-            .canonical_reason()
-            .unwrap_or("Unknown")
-            .as_bytes(),
-    );
+    push_status_line(h, parts.status);
     h.extend_from_slice(b"\r\n");
     for (name, value) in &parts.headers {
         if name == http::header::CONTENT_LENGTH || name == http::header::TRANSFER_ENCODING {
@@ -986,6 +961,14 @@ async fn client_gone(stream: &TcpStream) {
             Err(_) => return,
         }
     }
+}
+
+/// `HTTP/1.1 404 Not Found`, without the line end: static and upstream heads alike.
+fn push_status_line(h: &mut Vec<u8>, status: StatusCode) {
+    h.extend_from_slice(b"HTTP/1.1 ");
+    h.extend_from_slice(status.as_str().as_bytes());
+    h.push(b' ');
+    h.extend_from_slice(status.canonical_reason().unwrap_or("Unknown").as_bytes());
 }
 
 /// Appends `n` in lowercase hex (a chunk size).
