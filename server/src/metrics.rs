@@ -256,17 +256,23 @@ impl Metrics {
             .inc();
     }
 
-    pub fn upstream_done(&self, pool: &'static str, code: u16, seconds: f64) {
-        self.upstream_requests
-            .get_or_create(&PoolCodeLabels { pool, code })
-            .inc();
-        self.upstream_phase(pool, "first_byte", seconds);
-    }
-
-    pub fn upstream_phase(&self, pool: &'static str, phase: &'static str, seconds: f64) {
-        self.upstream_duration
-            .get_or_create(&PoolPhaseLabels { pool, phase })
-            .observe(seconds);
+    /// The handles a pool's requests update, looked up once.
+    pub fn pool(&self, pool: &'static str) -> PoolMetrics {
+        let phase = |phase| {
+            self.upstream_duration
+                .get_or_create(&PoolPhaseLabels { pool, phase })
+                .clone()
+        };
+        PoolMetrics {
+            pool,
+            active: self
+                .upstream_active
+                .get_or_create(&PoolLabels { pool })
+                .clone(),
+            first_byte: phase("first_byte"),
+            total: phase("total"),
+            codes: std::sync::RwLock::new(Vec::new()),
+        }
     }
 
     /// The text exposition.
@@ -275,6 +281,42 @@ impl Metrics {
         prometheus_client::encoding::text::encode(&mut out, &self.registry)
             .expect("writing to a String cannot fail");
         out
+    }
+}
+
+/// One pool's metric handles, so its requests do not hash label sets (SipHash, under the
+/// family's lock) several times each.
+pub struct PoolMetrics {
+    pool: &'static str,
+    pub active: Gauge,
+    /// `skiff_upstream_duration_seconds{phase="first_byte"}`: until the response head.
+    pub first_byte: Histogram,
+    /// `skiff_upstream_duration_seconds{phase="total"}`: until the last body byte.
+    pub total: Histogram,
+    /// `skiff_upstream_requests_total` by status code, created as codes are seen.
+    codes: std::sync::RwLock<Vec<(u16, Counter)>>,
+}
+
+impl PoolMetrics {
+    pub fn count(&self, metrics: &Metrics, code: u16) {
+        let known = self.codes.read().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, c)) = known.iter().find(|(k, _)| *k == code) {
+            c.inc();
+            return;
+        }
+        drop(known);
+        let c = metrics
+            .upstream_requests
+            .get_or_create(&PoolCodeLabels {
+                pool: self.pool,
+                code,
+            })
+            .clone();
+        c.inc();
+        let mut known = self.codes.write().unwrap_or_else(|e| e.into_inner());
+        if !known.iter().any(|(k, _)| *k == code) {
+            known.push((code, c));
+        }
     }
 }
 

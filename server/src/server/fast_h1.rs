@@ -14,6 +14,8 @@ use crate::access_log::LogRecord;
 use crate::http::reply::{Body, Part, Reply};
 use crate::http::request::{HeaderSource, RequestHead};
 use crate::http::text::push_decimal;
+use crate::upstream::cgi_env::{CgiRequest, Env};
+use crate::upstream::handler::{self, ClientBody, Payload, PoolRequest, ResponseHead};
 use bytes::Bytes;
 use http::{Method, StatusCode};
 use std::io::{self, IoSlice};
@@ -356,13 +358,34 @@ impl Conn<'_> {
                 let HeaderSource::H1(fields) = head.headers else {
                     unreachable!("the fast path parses with httparse")
                 };
-                let Some(parts) = upstream_parts(&head.method, target, minor, fields) else {
-                    return Ok(Parsed::Reject(StatusCode::BAD_REQUEST));
+                // A CGI pool gets its environment straight from httparse's view; an HTTP
+                // pool (and an absolute-form target) needs the `http` types.
+                let env = target.starts_with('/').then(|| {
+                    let view = CgiRequest {
+                        method: head.method.as_str(),
+                        target,
+                        version: if minor == 0 {
+                            http::Version::HTTP_10
+                        } else {
+                            http::Version::HTTP_11
+                        },
+                        authority: None,
+                        fields: fields.iter().map(|f| (f.name.as_bytes(), f.value)),
+                    };
+                    handler::bodiless_cgi_env(&call, view, self.peer, self.local_port)
+                });
+                let request = match env.flatten() {
+                    Some(env) => JobRequest::Cgi(env),
+                    None => match upstream_parts(&head.method, target, minor, fields) {
+                        Some(parts) => JobRequest::Parts(parts),
+                        None => return Ok(Parsed::Reject(StatusCode::BAD_REQUEST)),
+                    },
                 };
                 self.start += consumed;
                 return Ok(Parsed::Upstream(Box::new(UpstreamJob {
                     call,
-                    parts,
+                    request,
+                    method: head.method,
                     vhost: routed.vhost,
                     close,
                     minor,
@@ -427,23 +450,37 @@ impl Conn<'_> {
     /// writev, streamed ones chunk by chunk as the backend sends them. Returns whether the
     /// connection stays open. A client that goes away while the backend works cancels it.
     async fn serve_upstream(&mut self, job: UpstreamJob) -> io::Result<bool> {
-        use http_body::Body as _;
         use http_body_util::BodyExt;
         let UpstreamJob {
             call,
-            parts,
+            request,
+            method,
             vhost,
             close,
             minor,
             start,
         } = job;
-        // For the access log after the exchange: shared clones, no copies.
-        let method = parts.method.clone();
-        let uri = parts.uri.clone();
-        let referer = parts.headers.get(http::header::REFERER).cloned();
-        let user_agent = parts.headers.get(http::header::USER_AGENT).cloned();
-        let request = http::Request::from_parts(parts, crate::upstream::handler::ClientBody::Empty);
-        let run = crate::upstream::handler::run(
+        // For the access log after the exchange: the environment keeps what it needs;
+        // from parts, shared clones (no copies).
+        let (env, parts) = match request {
+            JobRequest::Cgi(env) => (Some(env), None),
+            JobRequest::Parts(parts) => (None, Some(parts)),
+        };
+        let logged_parts = parts.as_ref().map(|p| {
+            (
+                p.uri.clone(),
+                p.headers.get(http::header::REFERER).cloned(),
+                p.headers.get(http::header::USER_AGENT).cloned(),
+            )
+        });
+        let request = match (&env, parts) {
+            (Some(env), _) => PoolRequest::CgiBodiless(env),
+            (None, Some(parts)) => {
+                PoolRequest::Hyper(http::Request::from_parts(parts, ClientBody::Empty))
+            }
+            (None, None) => unreachable!("a job has an environment or parts"),
+        };
+        let run = handler::run(
             &call,
             request,
             self.peer,
@@ -454,96 +491,106 @@ impl Conn<'_> {
             resp = run => resp,
             () = client_gone(&self.stream) => return Ok(false),
         };
-        let (parts, mut body) = resp.into_parts();
         let head_only = method == Method::HEAD;
-        let framing = Framing::of(parts.status, head_only, body.size_hint().exact(), minor);
+        let framing = Framing::of(resp.status, head_only, resp.whole_len(), minor);
         let close =
             close || framing == Framing::Close || self.shared.shutdown.phase() >= Phase::Draining;
-        write_upstream_head(&mut self.out.head, &parts, framing, close, minor);
+        write_upstream_head(
+            &mut self.out.head,
+            resp.status,
+            &resp.head,
+            framing,
+            close,
+            minor,
+        );
         let head_len = self.out.head.len();
         self.out.segs.push(Seg::Head(0, head_len));
         let mut sent = 0u64;
         let mut complete = true;
-        if head_only || framing == Framing::Bodiless {
-            drop(body);
-            self.write_queued().await?;
-        } else if let Framing::Length(_) = framing {
-            // A whole body: its frames are already here; one writev with the head.
-            while let Some(frame) = body.frame().await {
-                match frame.map(|f| f.into_data()) {
-                    Ok(Ok(data)) => {
-                        sent += data.len() as u64;
-                        self.out.segs.push(Seg::Mem(data));
-                    }
-                    Ok(Err(_trailers)) => {}
-                    Err(_) => {
-                        complete = false;
-                        break;
-                    }
-                }
-            }
-            self.write_queued().await?;
-        } else {
-            self.write_queued().await?;
-            loop {
-                match body.frame().await {
-                    None => break,
-                    Some(Ok(frame)) => {
-                        let Ok(data) = frame.into_data() else {
-                            continue;
-                        };
-                        if data.is_empty() {
-                            continue;
-                        }
-                        sent += data.len() as u64;
-                        if framing == Framing::Chunked {
-                            let h = &mut self.out.head;
-                            push_hex(h, data.len());
-                            h.extend_from_slice(b"\r\n");
-                            self.out.segs.push(Seg::Head(0, h.len()));
-                            self.out.segs.push(Seg::Mem(data));
-                            self.out.segs.push(Seg::Mem(Bytes::from_static(b"\r\n")));
-                        } else {
-                            self.out.segs.push(Seg::Mem(data));
-                        }
-                        self.write_queued().await?;
-                    }
-                    Some(Err(e)) => {
-                        // The backend failed mid-body: the client must not take the
-                        // truncated body for a whole one, so no terminating chunk.
-                        tracing::debug!(error = %e, "upstream body ended with an error");
-                        complete = false;
-                        break;
-                    }
-                }
-            }
-            if complete && framing == Framing::Chunked {
-                self.out
-                    .segs
-                    .push(Seg::Mem(Bytes::from_static(b"0\r\n\r\n")));
+        match resp.payload {
+            _ if head_only || framing == Framing::Bodiless => self.write_queued().await?,
+            Payload::Whole(body) => {
+                // A whole body: one writev with the head.
+                sent = body.len() as u64;
+                self.out.segs.push(Seg::Mem(body));
                 self.write_queued().await?;
             }
+            Payload::Stream(mut body) => {
+                self.write_queued().await?;
+                loop {
+                    match body.frame().await {
+                        None => break,
+                        Some(Ok(frame)) => {
+                            let Ok(data) = frame.into_data() else {
+                                continue;
+                            };
+                            if data.is_empty() {
+                                continue;
+                            }
+                            sent += data.len() as u64;
+                            if framing == Framing::Chunked {
+                                let h = &mut self.out.head;
+                                push_hex(h, data.len());
+                                h.extend_from_slice(b"\r\n");
+                                self.out.segs.push(Seg::Head(0, h.len()));
+                                self.out.segs.push(Seg::Mem(data));
+                                self.out.segs.push(Seg::Mem(Bytes::from_static(b"\r\n")));
+                            } else {
+                                self.out.segs.push(Seg::Mem(data));
+                            }
+                            self.write_queued().await?;
+                        }
+                        Some(Err(e)) => {
+                            // The backend failed mid-body: the client must not take the
+                            // truncated body for a whole one, so no terminating chunk.
+                            tracing::debug!(error = %e, "upstream body ended with an error");
+                            complete = false;
+                            break;
+                        }
+                    }
+                }
+                if complete && framing == Framing::Chunked {
+                    self.out
+                        .segs
+                        .push(Seg::Mem(Bytes::from_static(b"0\r\n\r\n")));
+                    self.write_queued().await?;
+                }
+            }
         }
-        let status = parts.status.as_u16();
-        let secs = start.elapsed();
+        let status = resp.status.as_u16();
+        let now = Instant::now();
+        let secs = now.duration_since(start);
         with_worker(|w| {
             w.metrics
                 .record(vhost, &method, status, sent, secs.as_secs_f64(), None);
             if w.log.enabled() {
+                let (target, referer, user_agent) = match (&env, &logged_parts) {
+                    (Some(env), _) => (
+                        std::str::from_utf8(env.logged_target()).unwrap_or("-"),
+                        env.logged_referer(),
+                        env.logged_user_agent(),
+                    ),
+                    (None, Some((uri, referer, agent))) => (
+                        uri.path_and_query().map_or("/", |pq| pq.as_str()),
+                        referer.as_ref().map(|v| v.as_bytes()),
+                        agent.as_ref().map(|v| v.as_bytes()),
+                    ),
+                    (None, None) => ("-", None, None),
+                };
                 w.log.log(&LogRecord {
                     remote: &self.remote,
                     method: method.as_str(),
-                    target: uri.path_and_query().map_or("/", |pq| pq.as_str()),
+                    target,
                     version: if minor == 1 { "HTTP/1.1" } else { "HTTP/1.0" },
                     status,
                     bytes: sent,
-                    referer: referer.as_ref().map(|v| v.as_bytes()),
-                    user_agent: user_agent.as_ref().map(|v| v.as_bytes()),
+                    referer,
+                    user_agent,
                     duration_us: secs.as_micros() as u64,
                 });
             }
         });
-        self.last_active = Instant::now();
+        self.last_active = now;
         Ok(complete && !close)
     }
 
@@ -829,11 +876,19 @@ enum Parsed {
 /// A pool request taken off the fast path's buffer, owning what it needs.
 struct UpstreamJob {
     call: Box<crate::upstream::handler::Call>,
-    parts: http::request::Parts,
+    request: JobRequest,
+    method: Method,
     vhost: &'static str,
     close: bool,
     minor: u8,
     start: Instant,
+}
+
+enum JobRequest {
+    /// For a CGI pool: the environment, built while httparse's view was at hand.
+    Cgi(Env),
+    /// For an HTTP pool: the request in the `http` types.
+    Parts(http::request::Parts),
 }
 
 /// The request as the pool handler takes it, built from httparse's view. `None` when a
@@ -897,23 +952,34 @@ impl Framing {
 /// and the framing headers the body needs.
 fn write_upstream_head(
     h: &mut Vec<u8>,
-    parts: &http::response::Parts,
+    status: StatusCode,
+    head: &ResponseHead,
     framing: Framing,
     close: bool,
     minor: u8,
 ) {
-    push_status_line(h, parts.status);
+    push_status_line(h, status);
     h.extend_from_slice(b"\r\n");
-    for (name, value) in &parts.headers {
-        if name == http::header::CONTENT_LENGTH || name == http::header::TRANSFER_ENCODING {
-            continue;
+    let has_date = match head {
+        // Already without Content-Length and hop-by-hop fields.
+        ResponseHead::Fields(fields) => {
+            h.extend_from_slice(fields.wire());
+            fields.has_date()
         }
-        h.extend_from_slice(name.as_str().as_bytes());
-        h.extend_from_slice(b": ");
-        h.extend_from_slice(value.as_bytes());
-        h.extend_from_slice(b"\r\n");
-    }
-    if !parts.headers.contains_key(http::header::DATE) {
+        ResponseHead::Map(headers) => {
+            for (name, value) in headers {
+                if name == http::header::CONTENT_LENGTH || name == http::header::TRANSFER_ENCODING {
+                    continue;
+                }
+                h.extend_from_slice(name.as_str().as_bytes());
+                h.extend_from_slice(b": ");
+                h.extend_from_slice(value.as_bytes());
+                h.extend_from_slice(b"\r\n");
+            }
+            headers.contains_key(http::header::DATE)
+        }
+    };
+    if !has_date {
         h.extend_from_slice(b"date: ");
         crate::http::date::with_http_date(|d| h.extend_from_slice(d.as_bytes()));
         h.extend_from_slice(b"\r\n");
@@ -1032,8 +1098,10 @@ mod upstream_tests {
             .body(())
             .unwrap()
             .into_parts();
+        let status = parts.status;
+        let map = |parts: &http::response::Parts| ResponseHead::Map(parts.headers.clone());
         let mut h = Vec::new();
-        write_upstream_head(&mut h, &parts, Framing::Length(3), false, 1);
+        write_upstream_head(&mut h, status, &map(&parts), Framing::Length(3), false, 1);
         let text = String::from_utf8(h).unwrap();
         assert!(text.starts_with("HTTP/1.1 404 Not Found\r\n"), "{text}");
         assert!(
@@ -1054,13 +1122,44 @@ mod upstream_tests {
             .headers
             .insert(http::header::DATE, "backend".parse().unwrap());
         let mut h = Vec::new();
-        write_upstream_head(&mut h, &parts, Framing::Close, false, 0);
+        write_upstream_head(&mut h, status, &map(&parts), Framing::Close, false, 0);
         let text = String::from_utf8(h).unwrap();
         assert!(text.contains("date: backend\r\n") && text.matches("date:").count() == 1);
         assert!(text.contains("connection: close\r\n"), "{text}");
         let mut h = Vec::new();
-        write_upstream_head(&mut h, &parts, Framing::Chunked, false, 0);
+        write_upstream_head(&mut h, status, &map(&parts), Framing::Chunked, false, 0);
         let text = String::from_utf8(h).unwrap();
         assert!(text.contains("transfer-encoding: chunked\r\nconnection: keep-alive\r\n"));
+    }
+
+    #[test]
+    fn cgi_fields_go_out_as_the_backend_spelled_them() {
+        let head = crate::upstream::response::parse_head(
+            b"Status: 201 Created\r\nContent-Type: text/plain\r\nContent-Length: 999\r\n\
+              X-Powered-By: PHP\r\n\r\n",
+        )
+        .unwrap()
+        .unwrap();
+        let mut h = Vec::new();
+        let fields = ResponseHead::Fields(head.fields);
+        write_upstream_head(&mut h, head.status, &fields, Framing::Length(3), false, 1);
+        let text = String::from_utf8(h).unwrap();
+        let date = text.find("date: ").expect("a date is added");
+        assert_eq!(
+            text[..date].to_string() + &text[text[date..].find("\r\n").unwrap() + date + 2..],
+            "HTTP/1.1 201 Created\r\nContent-Type: text/plain\r\nX-Powered-By: PHP\r\n\
+             content-length: 3\r\n\r\n"
+        );
+        let backend_dated = crate::upstream::response::parse_head(b"Date: then\r\n\r\n")
+            .unwrap()
+            .unwrap();
+        let mut h = Vec::new();
+        let fields = ResponseHead::Fields(backend_dated.fields);
+        write_upstream_head(&mut h, StatusCode::OK, &fields, Framing::Chunked, true, 1);
+        let text = String::from_utf8(h).unwrap();
+        assert_eq!(
+            text,
+            "HTTP/1.1 200 OK\r\nDate: then\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n"
+        );
     }
 }

@@ -9,7 +9,7 @@ use super::worker::{with_worker, Shared};
 use crate::access_log::LogRecord;
 use crate::http::reply::Reply;
 use crate::http::request::{HeaderSource, RequestHead};
-use crate::upstream::handler::UpstreamBody;
+use crate::upstream::handler::{ClientBody, PoolRequest, UpstreamBody};
 use http::header::{CONTENT_LENGTH, DATE, SERVER};
 use http::{HeaderValue, Method, Request, Response, StatusCode, Version};
 use http_body_util::BodyExt;
@@ -118,19 +118,14 @@ async fn handle(
         );
         let resp = crate::upstream::handler::run(
             &call,
-            Request::from_parts(parts, crate::upstream::handler::ClientBody::Hyper(body)),
+            PoolRequest::Hyper(Request::from_parts(parts, ClientBody::Hyper(body))),
             peer,
             local_port,
             &shared.metrics,
         )
         .await;
-        let status = resp.status().as_u16();
-        let sent = resp
-            .headers()
-            .get(http::header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0);
+        let status = resp.status.as_u16();
+        let sent = resp.whole_len().unwrap_or(0);
         with_worker(|w| {
             w.metrics.record(
                 vhost,
@@ -154,7 +149,7 @@ async fn handle(
                 });
             }
         });
-        return resp;
+        return resp.into_hyper();
     }
     let status = reply.status;
     let head_only = head.method == Method::HEAD;

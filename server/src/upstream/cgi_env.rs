@@ -1,7 +1,38 @@
 //! The CGI/1.1 environment (RFC 3875) for FastCGI, uwsgi and SCGI backends, with the
 //! variables php-fpm and uWSGI expect.
 
-use http::request::Parts;
+use crate::http::text::push_decimal;
+
+/// What the environment needs of a request: hyper's parts and the fast path's httparse
+/// view both give it, so neither has to be turned into the other.
+pub struct CgiRequest<'a, F> {
+    pub method: &'a str,
+    /// The target in origin form (`/path?query`), as the client sent it.
+    pub target: &'a str,
+    pub version: http::Version,
+    /// The authority of an absolute-form target: the server name when there is no Host.
+    pub authority: Option<&'a str>,
+    /// The header fields in order; names in any case.
+    pub fields: F,
+}
+
+impl<'a> CgiRequest<'a, ()> {
+    /// The view of hyper's request parts.
+    pub fn of_parts(
+        parts: &'a http::request::Parts,
+    ) -> CgiRequest<'a, impl Iterator<Item = (&'a [u8], &'a [u8])>> {
+        CgiRequest {
+            method: parts.method.as_str(),
+            target: parts.uri.path_and_query().map_or("/", |pq| pq.as_str()),
+            version: parts.version,
+            authority: parts.uri.authority().map(|a| a.as_str()),
+            fields: parts
+                .headers
+                .iter()
+                .map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes())),
+        }
+    }
+}
 
 pub struct CgiContext<'a> {
     /// The decoded, normalized request path.
@@ -24,6 +55,16 @@ pub struct Env {
     bytes: Vec<u8>,
     /// (name start, name end, value end); a removed variable has name start == usize::MAX.
     spans: Vec<(usize, usize, usize)>,
+    /// What the access log wants of the request, as the client sent it.
+    logged: Logged,
+}
+
+/// Spans (value start, value end) of REQUEST_URI, HTTP_REFERER and HTTP_USER_AGENT.
+#[derive(Debug, Default, Clone, Copy)]
+struct Logged {
+    target: (usize, usize),
+    referer: Option<(usize, usize)>,
+    user_agent: Option<(usize, usize)>,
 }
 
 impl Env {
@@ -31,15 +72,43 @@ impl Env {
         Env {
             bytes: Vec::with_capacity(vars * 32),
             spans: Vec::with_capacity(vars),
+            logged: Logged::default(),
         }
     }
 
-    pub fn push(&mut self, name: &[u8], value: &[u8]) {
+    /// Adds a variable; returns the span of its value.
+    pub fn push(&mut self, name: &[u8], value: &[u8]) -> (usize, usize) {
         let start = self.bytes.len();
         self.bytes.extend_from_slice(name);
         let mid = self.bytes.len();
         self.bytes.extend_from_slice(value);
         self.spans.push((start, mid, self.bytes.len()));
+        (mid, self.bytes.len())
+    }
+
+    /// Adds a variable whose value `write` appends to the arena (no temporary string).
+    fn push_with(&mut self, name: &[u8], write: impl FnOnce(&mut Vec<u8>)) -> (usize, usize) {
+        let start = self.bytes.len();
+        self.bytes.extend_from_slice(name);
+        let mid = self.bytes.len();
+        write(&mut self.bytes);
+        self.spans.push((start, mid, self.bytes.len()));
+        (mid, self.bytes.len())
+    }
+
+    /// The request target as the client sent it (for the access log), even if a
+    /// configured param replaced REQUEST_URI.
+    pub fn logged_target(&self) -> &[u8] {
+        let (a, b) = self.logged.target;
+        &self.bytes[a..b]
+    }
+
+    pub fn logged_referer(&self) -> Option<&[u8]> {
+        self.logged.referer.map(|(a, b)| &self.bytes[a..b])
+    }
+
+    pub fn logged_user_agent(&self) -> Option<&[u8]> {
+        self.logged.user_agent.map(|(a, b)| &self.bytes[a..b])
     }
 
     /// Sets a variable, replacing any earlier value.
@@ -53,7 +122,7 @@ impl Env {
         self.push(name, value);
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> + Clone {
         self.spans
             .iter()
             .filter(|(s, ..)| *s != usize::MAX)
@@ -68,76 +137,110 @@ impl Env {
 }
 
 /// The variables.
-pub fn environment(parts: &Parts, cx: &CgiContext<'_>) -> Env {
-    let mut env = Env::with_capacity(24 + parts.headers.len());
-    let mut set = |k: &str, v: &[u8]| env.push(k.as_bytes(), v);
+pub fn environment<'a>(
+    req: CgiRequest<'a, impl Iterator<Item = (&'a [u8], &'a [u8])>>,
+    cx: &CgiContext<'_>,
+) -> Env {
+    let mut env = Env::with_capacity(40);
     let (script_name, path_info) = split_script(cx.path, cx.php_split, cx.index);
     let root = cx.document_root.trim_end_matches('/');
-    set("GATEWAY_INTERFACE", b"CGI/1.1");
-    set("SERVER_SOFTWARE", b"skiff");
-    let protocol = match parts.version {
+    env.push(b"GATEWAY_INTERFACE", b"CGI/1.1");
+    env.push(b"SERVER_SOFTWARE", b"skiff");
+    let protocol = match req.version {
         http::Version::HTTP_10 => "HTTP/1.0",
         http::Version::HTTP_2 => "HTTP/2.0",
         _ => "HTTP/1.1",
     };
-    set("SERVER_PROTOCOL", protocol.as_bytes());
-    set("REQUEST_METHOD", parts.method.as_str().as_bytes());
-    set("REQUEST_SCHEME", b"http");
-    let target = parts.uri.path_and_query().map_or("/", |pq| pq.as_str());
-    set("REQUEST_URI", target.as_bytes());
-    set("QUERY_STRING", parts.uri.query().unwrap_or("").as_bytes());
-    set("DOCUMENT_ROOT", root.as_bytes());
-    set("SCRIPT_NAME", script_name.as_bytes());
-    let mut filename = String::with_capacity(root.len() + script_name.len());
-    filename.push_str(root);
-    filename.push_str(&script_name);
-    set("SCRIPT_FILENAME", filename.as_bytes());
-    set("PATH_INFO", path_info.as_bytes());
+    env.push(b"SERVER_PROTOCOL", protocol.as_bytes());
+    env.push(b"REQUEST_METHOD", req.method.as_bytes());
+    env.push(b"REQUEST_SCHEME", b"http");
+    env.logged.target = env.push(b"REQUEST_URI", req.target.as_bytes());
+    let query = req.target.split_once('?').map_or("", |(_, q)| q);
+    env.push(b"QUERY_STRING", query.as_bytes());
+    env.push(b"DOCUMENT_ROOT", root.as_bytes());
+    env.push(b"SCRIPT_NAME", script_name.as_bytes());
+    env.push_with(b"SCRIPT_FILENAME", |b| {
+        b.extend_from_slice(root.as_bytes());
+        b.extend_from_slice(script_name.as_bytes());
+    });
+    env.push(b"PATH_INFO", path_info.as_bytes());
     if !path_info.is_empty() && cx.php_split {
-        set("PATH_TRANSLATED", format!("{root}{path_info}").as_bytes());
+        env.push(b"PATH_TRANSLATED", format!("{root}{path_info}").as_bytes());
     }
     // php-fpm with cgi.force_redirect wants to see that a server sent the request.
-    set("REDIRECT_STATUS", b"200");
-    let host = parts
-        .headers
-        .get(http::header::HOST)
-        .map(|h| h.as_bytes())
-        .or_else(|| parts.uri.authority().map(|a| a.as_str().as_bytes()))
-        .unwrap_or(b"localhost");
-    let server_name = host.split(|&b| b == b':').next().unwrap_or(host);
-    set("SERVER_NAME", server_name);
-    set("SERVER_PORT", cx.server_port.to_string().as_bytes());
-    set("REMOTE_ADDR", cx.remote_addr.ip().to_string().as_bytes());
-    set("REMOTE_PORT", cx.remote_addr.port().to_string().as_bytes());
-    if let Some(ct) = parts.headers.get(http::header::CONTENT_TYPE) {
-        set("CONTENT_TYPE", ct.as_bytes());
-    }
-    set(
-        "CONTENT_LENGTH",
-        cx.content_length.unwrap_or(0).to_string().as_bytes(),
-    );
-    let mut key = Vec::with_capacity(64);
-    for (name, value) in parts.headers.iter() {
-        let n = name.as_str();
+    env.push(b"REDIRECT_STATUS", b"200");
+    env.push_with(b"SERVER_PORT", |b| push_decimal(b, cx.server_port.into()));
+    env.push_with(b"REMOTE_ADDR", |b| push_ip(b, cx.remote_addr.ip()));
+    env.push_with(b"REMOTE_PORT", |b| {
+        push_decimal(b, cx.remote_addr.port().into())
+    });
+    env.push_with(b"CONTENT_LENGTH", |b| {
+        push_decimal(b, cx.content_length.unwrap_or(0))
+    });
+    let mut host = None;
+    let mut content_type = None;
+    for (name, value) in req.fields {
         // httpoxy: a client's Proxy header must never become HTTP_PROXY.
-        if n == "content-type" || n == "content-length" || n == "proxy" {
-            continue;
+        match name.len() {
+            4 if name.eq_ignore_ascii_case(b"host") => host = host.or(Some(value)),
+            5 if name.eq_ignore_ascii_case(b"proxy") => continue,
+            12 if name.eq_ignore_ascii_case(b"content-type") => {
+                content_type = Some(value);
+                continue;
+            }
+            14 if name.eq_ignore_ascii_case(b"content-length") => continue,
+            _ => {}
         }
-        key.clear();
-        key.extend_from_slice(b"HTTP_");
-        key.extend(n.bytes().map(|b| {
+        let start = env.bytes.len();
+        env.bytes.extend_from_slice(b"HTTP_");
+        env.bytes.extend(name.iter().map(|&b| {
             if b == b'-' {
                 b'_'
             } else {
                 b.to_ascii_uppercase()
             }
         }));
-        env.push(&key, value.as_bytes());
+        let mid = env.bytes.len();
+        env.bytes.extend_from_slice(value);
+        env.spans.push((start, mid, env.bytes.len()));
+        let logged = Some((mid, env.bytes.len()));
+        match name.len() {
+            7 if name.eq_ignore_ascii_case(b"referer") => env.logged.referer = logged,
+            10 if name.eq_ignore_ascii_case(b"user-agent") => env.logged.user_agent = logged,
+            _ => {}
+        }
+    }
+    let host = host
+        .or_else(|| req.authority.map(str::as_bytes))
+        .unwrap_or(b"localhost");
+    let server_name = host.split(|&b| b == b':').next().unwrap_or(host);
+    env.push(b"SERVER_NAME", server_name);
+    if let Some(ct) = content_type {
+        env.push(b"CONTENT_TYPE", ct);
     }
     for (k, v) in cx.extra {
         env.set(k.as_bytes(), v.as_bytes());
     }
     env
+}
+
+/// Appends an address as text; IPv4 (the common case) without the formatting machinery.
+fn push_ip(out: &mut Vec<u8>, ip: std::net::IpAddr) {
+    match ip {
+        std::net::IpAddr::V4(v4) => {
+            for (i, octet) in v4.octets().into_iter().enumerate() {
+                if i > 0 {
+                    out.push(b'.');
+                }
+                push_decimal(out, octet.into());
+            }
+        }
+        std::net::IpAddr::V6(v6) => {
+            use std::io::Write;
+            // Writing to a Vec cannot fail.
+            let _ = write!(out, "{v6}");
+        }
+    }
 }
 
 /// Splits a path into SCRIPT_NAME and PATH_INFO.
@@ -208,7 +311,7 @@ mod tests {
             content_length: Some(5),
             extra: &extra,
         };
-        let env = environment(&parts, &cx);
+        let env = environment(CgiRequest::of_parts(&parts), &cx);
         let get = |k: &str| env.get(k).map(|v| String::from_utf8(v.to_vec()).unwrap());
         assert_eq!(get("SCRIPT_FILENAME").as_deref(), Some("/srv/app/app.php"));
         assert_eq!(get("SCRIPT_NAME").as_deref(), Some("/app.php"));
@@ -223,5 +326,85 @@ mod tests {
         assert_eq!(get("HTTP_X_CUSTOM_THING").as_deref(), Some("v"));
         assert_eq!(get("HTTP_PROXY"), None);
         assert_eq!(get("APP_ENV").as_deref(), Some("test"));
+    }
+
+    #[test]
+    fn httparse_view_and_hyper_parts_give_the_same_environment() {
+        let raw = b"GET /shop/index.php/item?id=7 HTTP/1.1\r\nHost: shop.example.com\r\n\
+                    User-Agent: curl/8\r\nReferer: /from\r\nX-Request-ID: abc\r\n\
+                    Content-Type: text/plain\r\nProxy: evil\r\nAccept: */*\r\n\r\n";
+        let mut headers = [httparse::EMPTY_HEADER; 16];
+        let mut req = httparse::Request::new(&mut headers);
+        assert!(req.parse(raw).unwrap().is_complete());
+        let mut builder = http::Request::builder().uri(req.path.unwrap());
+        for h in req.headers.iter() {
+            builder = builder.header(h.name, h.value);
+        }
+        let (parts, ()) = builder.body(()).unwrap().into_parts();
+        let cx = CgiContext {
+            path: "/shop/index.php/item",
+            document_root: "/srv",
+            php_split: true,
+            index: None,
+            remote_addr: "[2001:db8::1]:5555".parse().unwrap(),
+            server_port: 80,
+            content_length: Some(0),
+            extra: &[],
+        };
+        let from_parts = environment(CgiRequest::of_parts(&parts), &cx);
+        let view = CgiRequest {
+            method: req.method.unwrap(),
+            target: req.path.unwrap(),
+            version: http::Version::HTTP_11,
+            authority: None,
+            fields: req.headers.iter().map(|h| (h.name.as_bytes(), h.value)),
+        };
+        let from_view = environment(view, &cx);
+        let sorted = |env: &Env| {
+            let mut v: Vec<(Vec<u8>, Vec<u8>)> =
+                env.iter().map(|(k, v)| (k.to_vec(), v.to_vec())).collect();
+            v.sort();
+            v
+        };
+        assert_eq!(sorted(&from_parts), sorted(&from_view));
+        let get = |k: &str| {
+            from_view
+                .get(k)
+                .map(|v| String::from_utf8(v.to_vec()).unwrap())
+        };
+        assert_eq!(get("HTTP_X_REQUEST_ID").as_deref(), Some("abc"));
+        assert_eq!(get("HTTP_PROXY"), None);
+        assert_eq!(get("HTTP_CONTENT_TYPE"), None);
+        assert_eq!(get("CONTENT_TYPE").as_deref(), Some("text/plain"));
+        assert_eq!(get("REMOTE_ADDR").as_deref(), Some("2001:db8::1"));
+        assert_eq!(get("PATH_TRANSLATED").as_deref(), Some("/srv/item"));
+        assert_eq!(from_view.logged_target(), b"/shop/index.php/item?id=7");
+        assert_eq!(from_view.logged_referer(), Some(&b"/from"[..]));
+        assert_eq!(from_view.logged_user_agent(), Some(&b"curl/8"[..]));
+    }
+
+    #[test]
+    fn a_configured_param_replaces_a_variable_but_not_the_logged_target() {
+        let (parts, ()) = http::Request::builder()
+            .uri("/a?b")
+            .body(())
+            .unwrap()
+            .into_parts();
+        let extra = vec![("REQUEST_URI".to_owned(), "/rewritten".to_owned())];
+        let cx = CgiContext {
+            path: "/a",
+            document_root: "/srv",
+            php_split: false,
+            index: None,
+            remote_addr: "192.0.2.1:1".parse().unwrap(),
+            server_port: 80,
+            content_length: None,
+            extra: &extra,
+        };
+        let env = environment(CgiRequest::of_parts(&parts), &cx);
+        assert_eq!(env.get("REQUEST_URI"), Some(&b"/rewritten"[..]));
+        assert_eq!(env.iter().filter(|(k, _)| *k == b"REQUEST_URI").count(), 1);
+        assert_eq!(env.logged_target(), b"/a?b");
+        assert_eq!(env.get("SERVER_NAME"), Some(&b"localhost"[..]));
     }
 }

@@ -4,9 +4,9 @@
 //! the backend request. Errors become 502 (down, malformed) or 504 (timeout), with a log
 //! line naming the pool and endpoint.
 
-use super::cgi_env::{environment, CgiContext};
+use super::cgi_env::{environment, CgiContext, CgiRequest, Env};
 use super::pool::{Conn, Pool};
-use super::response::parse_head;
+use super::response::{parse_head, Fields};
 use super::{fastcgi, scgi, uwsgi};
 use crate::metrics::Metrics;
 use bytes::{Bytes, BytesMut};
@@ -102,23 +102,81 @@ async fn within<T>(
     }
 }
 
-pub fn error_response(status: StatusCode) -> Response<UpstreamBody> {
+pub fn error_response(status: StatusCode) -> UpstreamResponse {
     let reply = crate::http::reply::Reply::error(status);
     let body = match reply.body {
         crate::http::reply::Body::Bytes(b) => b,
         _ => Bytes::new(),
     };
-    let mut resp = Response::new(
-        http_body_util::Full::new(body)
-            .map_err(|never| match never {})
-            .boxed(),
-    );
-    *resp.status_mut() = status;
-    resp.headers_mut().insert(
-        http::header::CONTENT_TYPE,
-        HeaderValue::from_static("text/html; charset=utf-8"),
-    );
-    resp
+    let mut fields = Fields::default();
+    fields.push(b"Content-Type", b"text/html; charset=utf-8");
+    UpstreamResponse {
+        status,
+        head: ResponseHead::Fields(fields),
+        payload: Payload::Whole(body),
+    }
+}
+
+/// What a pool answered, for either connection layer: the HTTP/1.1 fast path writes a
+/// CGI backend's fields as they came; hyper takes [`UpstreamResponse::into_hyper`].
+pub struct UpstreamResponse {
+    pub status: StatusCode,
+    pub head: ResponseHead,
+    pub payload: Payload,
+}
+
+/// The response header fields, hop-by-hop ones already removed.
+pub enum ResponseHead {
+    /// From a FastCGI, uwsgi or SCGI backend, in wire form.
+    Fields(Fields),
+    /// From an HTTP backend (hyper's client).
+    Map(HeaderMap),
+}
+
+pub enum Payload {
+    /// The whole body, in hand: sent with a Content-Length.
+    Whole(Bytes),
+    /// A body still arriving from the backend.
+    Stream(UpstreamBody),
+}
+
+impl UpstreamResponse {
+    /// The length of a body that is all in hand.
+    pub fn whole_len(&self) -> Option<u64> {
+        match &self.payload {
+            Payload::Whole(b) => Some(b.len() as u64),
+            Payload::Stream(_) => None,
+        }
+    }
+
+    pub fn into_hyper(self) -> Response<UpstreamBody> {
+        let mut headers = match self.head {
+            ResponseHead::Fields(f) => f.into_header_map(),
+            ResponseHead::Map(m) => m,
+        };
+        let body = match self.payload {
+            Payload::Whole(b) => {
+                headers.insert(http::header::CONTENT_LENGTH, HeaderValue::from(b.len()));
+                http_body_util::Full::new(b)
+                    .map_err(|never| match never {})
+                    .boxed()
+            }
+            Payload::Stream(b) => b,
+        };
+        let mut resp = Response::new(body);
+        *resp.status_mut() = self.status;
+        *resp.headers_mut() = headers;
+        resp
+    }
+
+    fn from_hyper(resp: Response<UpstreamBody>) -> UpstreamResponse {
+        let (parts, body) = resp.into_parts();
+        UpstreamResponse {
+            status: parts.status,
+            head: ResponseHead::Map(parts.headers),
+            payload: Payload::Stream(body),
+        }
+    }
 }
 
 /// The client's request body: hyper's stream, or none at all (the HTTP/1.1 fast path
@@ -137,38 +195,105 @@ impl ClientBody {
     }
 }
 
+/// A request for a pool.
+// Passed by value once per request and never stored: boxing would only add an allocation.
+#[allow(clippy::large_enum_variant)]
+pub enum PoolRequest<'a> {
+    /// From hyper (or needing the `http` types): the parts and the body.
+    Hyper(Request<ClientBody>),
+    /// A request without a body to a FastCGI, uwsgi or SCGI pool, whose environment the
+    /// HTTP/1.1 fast path built from its parser's view ([`bodiless_cgi_env`]).
+    CgiBodiless(&'a Env),
+}
+
+/// The CGI environment of a request without a body, when the call goes to a FastCGI,
+/// uwsgi or SCGI pool (`None` for an HTTP pool).
+pub fn bodiless_cgi_env<'a>(
+    call: &Call,
+    req: CgiRequest<'a, impl Iterator<Item = (&'a [u8], &'a [u8])>>,
+    peer: SocketAddr,
+    local_port: u16,
+) -> Option<Env> {
+    let cx = cgi_context(call, peer, local_port, 0)?;
+    Some(environment(req, &cx))
+}
+
+fn cgi_context(
+    call: &Call,
+    peer: SocketAddr,
+    local_port: u16,
+    length: u64,
+) -> Option<CgiContext<'_>> {
+    let Target::Cgi {
+        document_root,
+        index,
+        split_path_info,
+        params,
+    } = &call.upstream.target
+    else {
+        return None;
+    };
+    Some(CgiContext {
+        path: &call.path,
+        document_root: document_root.as_deref().unwrap_or(&call.root),
+        php_split: call.upstream.pool.protocol == PoolProtocol::Fastcgi && *split_path_info,
+        index: index.as_deref(),
+        remote_addr: peer,
+        server_port: local_port,
+        content_length: Some(length),
+        extra: params,
+    })
+}
+
 /// Runs `req` against the call's pool.
 pub async fn run(
     call: &Call,
-    req: Request<ClientBody>,
+    req: PoolRequest<'_>,
     peer: SocketAddr,
     local_port: u16,
     metrics: &Arc<Metrics>,
-) -> Response<UpstreamBody> {
+) -> UpstreamResponse {
     let pool = &call.upstream.pool;
-    let labels = crate::metrics::PoolLabels { pool: pool.name };
     let Some(mut slot) = pool.admit() else {
         metrics.upstream_failure(pool.name, "queue_full");
         return error_response(StatusCode::SERVICE_UNAVAILABLE);
     };
-    let declared = req
-        .headers()
-        .get(http::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
+    let declared = match &req {
+        PoolRequest::Hyper(req) => req
+            .headers()
+            .get(http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok()),
+        PoolRequest::CgiBodiless(_) => Some(0),
+    };
     if declared.is_some_and(|n| n > pool.max_body_size) {
         metrics.upstream_failure(pool.name, "body_too_large");
         return error_response(StatusCode::PAYLOAD_TOO_LARGE);
     }
-    let active = metrics.upstream_active.get_or_create(&labels).clone();
-    active.inc();
+    let handles = pool.metrics.get_or_init(|| metrics.pool(pool.name));
+    handles.active.inc();
     let start = Instant::now();
-    let (parts, body) = req.into_parts();
-    let result = match &call.upstream.target {
-        Target::Proxy { host } => proxy(pool, &mut slot, parts, body, peer, host.as_ref()).await,
-        Target::Cgi { .. } => cgi(call, &mut slot, parts, body, declared, peer, local_port).await,
+    let result = match (&call.upstream.target, req) {
+        (Target::Proxy { host }, PoolRequest::Hyper(req)) => {
+            let (parts, body) = req.into_parts();
+            proxy(pool, &mut slot, parts, body, peer, host.as_ref())
+                .await
+                .map(UpstreamResponse::from_hyper)
+        }
+        (Target::Cgi { .. }, PoolRequest::Hyper(req)) => {
+            let (parts, body) = req.into_parts();
+            let input = CgiInput::Parts(parts, body, declared);
+            cgi(call, &mut slot, input, peer, local_port).await
+        }
+        (Target::Cgi { .. }, PoolRequest::CgiBodiless(env)) => {
+            cgi(call, &mut slot, CgiInput::Env(env), peer, local_port).await
+        }
+        (Target::Proxy { .. }, PoolRequest::CgiBodiless(_)) => Err((
+            Failure::Protocol("a CGI request for an HTTP pool".into()),
+            String::new(),
+        )),
     };
-    active.dec();
+    handles.active.dec();
     let resp = match result {
         Ok(resp) => resp,
         Err((failure, endpoint)) => {
@@ -181,33 +306,35 @@ pub async fn run(
             })
         }
     };
-    metrics.upstream_done(
-        pool.name,
-        resp.status().as_u16(),
-        start.elapsed().as_secs_f64(),
-    );
+    handles.count(metrics, resp.status.as_u16());
+    let first_byte = start.elapsed().as_secs_f64();
+    handles.first_byte.observe(first_byte);
     // The total is taken when the body's last frame is sent (at once for whole bodies).
-    if resp.body().size_hint().exact().is_some() {
-        metrics.upstream_phase(pool.name, "total", start.elapsed().as_secs_f64());
-        return resp;
+    match resp.payload {
+        Payload::Whole(_) => {
+            handles.total.observe(first_byte);
+            resp
+        }
+        Payload::Stream(inner) => UpstreamResponse {
+            payload: Payload::Stream(
+                TimedBody {
+                    inner,
+                    start,
+                    total: handles.total.clone(),
+                    done: false,
+                }
+                .boxed(),
+            ),
+            ..resp
+        },
     }
-    let (head, body) = resp.into_parts();
-    let timed = TimedBody {
-        inner: body,
-        start,
-        pool: pool.name,
-        metrics: metrics.clone(),
-        done: false,
-    };
-    Response::from_parts(head, timed.boxed())
 }
 
 /// Records `skiff_upstream_duration_seconds{phase="total"}` when a streamed body ends.
 struct TimedBody {
     inner: UpstreamBody,
     start: Instant,
-    pool: &'static str,
-    metrics: Arc<Metrics>,
+    total: prometheus_client::metrics::histogram::Histogram,
     done: bool,
 }
 
@@ -221,8 +348,7 @@ impl http_body::Body for TimedBody {
         let polled = Pin::new(&mut self.inner).poll_frame(cx);
         if matches!(polled, Poll::Ready(None)) && !self.done {
             self.done = true;
-            self.metrics
-                .upstream_phase(self.pool, "total", self.start.elapsed().as_secs_f64());
+            self.total.observe(self.start.elapsed().as_secs_f64());
         }
         polled
     }
@@ -302,43 +428,36 @@ async fn prepare_body(
     }
 }
 
-#[allow(clippy::too_many_arguments)]
+/// A CGI request as it reaches [`cgi`].
+#[allow(clippy::large_enum_variant)] // as PoolRequest
+enum CgiInput<'a> {
+    /// From hyper: the environment is built once the body's length is known.
+    Parts(http::request::Parts, ClientBody, Option<u64>),
+    /// Without a body, its environment built already.
+    Env(&'a Env),
+}
+
 async fn cgi(
     call: &Call,
     slot: &mut super::pool::Slot<'_>,
-    parts: http::request::Parts,
-    body: ClientBody,
-    declared: Option<u64>,
+    input: CgiInput<'_>,
     peer: SocketAddr,
     local_port: u16,
-) -> Result<Response<UpstreamBody>, (Failure, String)> {
+) -> Result<UpstreamResponse, (Failure, String)> {
     let pool = &call.upstream.pool;
-    let Target::Cgi {
-        document_root,
-        index,
-        split_path_info,
-        params,
-    } = &call.upstream.target
-    else {
-        unreachable!("cgi targets only");
+    let built;
+    let (env, body, length) = match input {
+        CgiInput::Env(env) => (env, RequestBody::Buffered(Bytes::new()), 0),
+        CgiInput::Parts(parts, body, declared) => {
+            let (body, length) = prepare_body(body, declared, pool.max_body_size)
+                .await
+                .map_err(|f| (f, String::new()))?;
+            let cx = cgi_context(call, peer, local_port, length)
+                .expect("cgi is only called for CGI targets");
+            built = environment(CgiRequest::of_parts(&parts), &cx);
+            (&built, body, length)
+        }
     };
-    let (body, length) = prepare_body(body, declared, pool.max_body_size)
-        .await
-        .map_err(|f| (f, String::new()))?;
-    let php = pool.protocol == PoolProtocol::Fastcgi;
-    let env = environment(
-        &parts,
-        &CgiContext {
-            path: &call.path,
-            document_root: document_root.as_deref().unwrap_or(&call.root),
-            php_split: php && *split_path_info,
-            index: index.as_deref(),
-            remote_addr: peer,
-            server_port: local_port,
-            content_length: Some(length),
-            extra: params,
-        },
-    );
     // FastCGI keep-conn: an idle connection first. It may have been closed by the backend
     // meanwhile; a buffered request then goes again on a fresh one (nothing was answered).
     if pool.protocol == PoolProtocol::Fastcgi {
@@ -347,34 +466,31 @@ async fn cgi(
                 if let Some(idle) = pool.take_idle(i) {
                     pool.assign(slot, i);
                     let again = RequestBody::Buffered(b.clone());
-                    match fastcgi_exchange(pool, i, idle, &env, again, length).await {
+                    match fastcgi_exchange(pool, i, idle, env, again, length).await {
                         Err(Failure::Stale) => {}
-                        other => {
-                            return finish(pool, i, pool.endpoints[i].address.to_string(), other)
-                        }
+                        other => return finish(pool, i, other),
                     }
                 }
             }
         }
     }
     let (idx, conn) = connect(pool, slot, peer.ip()).await?;
-    let endpoint = pool.endpoints[idx].address.to_string();
     let result = match pool.protocol {
-        PoolProtocol::Fastcgi => fastcgi_exchange(pool, idx, conn, &env, body, length).await,
+        PoolProtocol::Fastcgi => fastcgi_exchange(pool, idx, conn, env, body, length).await,
         PoolProtocol::Uwsgi | PoolProtocol::Scgi => {
-            stream_exchange(pool, conn, &env, body, length).await
+            stream_exchange(pool, conn, env, body, length).await
         }
         PoolProtocol::Http => unreachable!("validated: cgi actions use cgi pools"),
     };
-    finish(pool, idx, endpoint, result)
+    finish(pool, idx, result)
 }
 
+/// Reports the exchange to the endpoint's passive health; a failure names the endpoint.
 fn finish(
     pool: &Pool,
     idx: usize,
-    endpoint: String,
-    result: Result<Response<UpstreamBody>, Failure>,
-) -> Result<Response<UpstreamBody>, (Failure, String)> {
+    result: Result<UpstreamResponse, Failure>,
+) -> Result<UpstreamResponse, (Failure, String)> {
     match result {
         Ok(r) => {
             pool.report_success(idx);
@@ -384,7 +500,7 @@ fn finish(
             if matches!(f, Failure::Timeout | Failure::Io(_)) {
                 pool.report_failure(idx);
             }
-            Err((f, endpoint))
+            Err((f, pool.endpoints[idx].address.to_string()))
         }
     }
 }
@@ -424,12 +540,11 @@ async fn send_body(
 async fn fastcgi_exchange(
     pool: &Arc<Pool>,
     idx: usize,
-    conn: Conn,
-    env: &super::cgi_env::Env,
+    mut conn: Conn,
+    env: &Env,
     body: RequestBody,
     length: u64,
-) -> Result<Response<UpstreamBody>, Failure> {
-    let (mut rd, mut wr) = tokio::io::split(conn);
+) -> Result<UpstreamResponse, Failure> {
     let mut out = BytesMut::with_capacity(4096);
     let keep_conn = pool.keepalive > 0;
     fastcgi::encode_begin(&mut out, 1, keep_conn);
@@ -457,11 +572,12 @@ async fn fastcgi_exchange(
         }
         other => other,
     };
-    within(pool.send_timeout, wr.write_all(&out))
+    within(pool.send_timeout, conn.write_all(&out))
         .await
         .map_err(stale)?;
     if let Some(body) = body {
-        send_body(pool, &mut wr, body, length, |chunk| {
+        conn.set_nodelay();
+        send_body(pool, &mut conn, body, length, |chunk| {
             let mut b = BytesMut::with_capacity(chunk.len() + 16);
             fastcgi::encode_stdin(&mut b, 1, chunk);
             b.freeze()
@@ -469,7 +585,7 @@ async fn fastcgi_exchange(
         .await?;
         out.clear();
         fastcgi::encode_stdin(&mut out, 1, &[]);
-        within(pool.send_timeout, wr.write_all(&out)).await?;
+        within(pool.send_timeout, conn.write_all(&out)).await?;
     }
 
     let mut dec = fastcgi::Decoder::new(1);
@@ -487,7 +603,7 @@ async fn fastcgi_exchange(
                 "the application ended without a response head".into(),
             ));
         }
-        match within(pool.read_timeout, rd.read_buf(&mut rbuf)).await {
+        match within(pool.read_timeout, conn.read_buf(&mut rbuf)).await {
             Ok(0) if !received => return Err(Failure::Stale),
             Ok(0) => {
                 return Err(Failure::Protocol(
@@ -500,9 +616,11 @@ async fn fastcgi_exchange(
         }
     };
     let mut body_so_far = stdout.split_off(head.consumed);
-    // The rest of a small response is often already here: take it without waiting.
+    // The rest of a small response is usually here or on its way: gather it.
+    let mut deadline = None;
     while !ended {
-        match read_ready(&mut rd, &mut rbuf) {
+        let held = body_so_far.len() + rbuf.len();
+        match read_more(&mut conn, &mut rbuf, held, &mut deadline).await {
             Some(Ok(n)) if n > 0 => {
                 ended |= drain_events(pool, &mut dec, &mut rbuf, &mut body_so_far)?;
             }
@@ -514,9 +632,9 @@ async fn fastcgi_exchange(
         // The whole response is in hand (the usual case for small pages): one write with a
         // Content-Length, no reader task and no chunked encoding.
         if keep_conn {
-            pool.put_idle(idx, rd.unsplit(wr));
+            pool.put_idle(idx, conn);
         }
-        return Ok(whole(head.status, head.headers, first));
+        return Ok(whole(head.status, head.fields, first));
     }
     let (tx, rx) = mpsc::channel::<io::Result<Bytes>>(8);
     let read_timeout = pool.read_timeout;
@@ -554,11 +672,11 @@ async fn fastcgi_exchange(
             if ended {
                 // The request is complete and nothing is left over: keep the connection.
                 if keep_conn && rbuf.is_empty() {
-                    keeper.put_idle(idx, rd.unsplit(wr));
+                    keeper.put_idle(idx, conn);
                 }
                 return;
             }
-            match read_within(&mut rd, &mut rbuf, read_timeout).await {
+            match read_within(&mut conn, &mut rbuf, read_timeout).await {
                 Ok(0) => {
                     let _ = tx
                         .send(Err(io::Error::new(
@@ -576,18 +694,17 @@ async fn fastcgi_exchange(
             }
         }
     });
-    Ok(respond(head.status, head.headers, rx))
+    Ok(respond(head.status, head.fields, rx))
 }
 
 /// uwsgi and SCGI: a request packet, the raw body, and a response read until EOF.
 async fn stream_exchange(
     pool: &Pool,
-    conn: Conn,
-    env: &super::cgi_env::Env,
+    mut conn: Conn,
+    env: &Env,
     body: RequestBody,
     length: u64,
-) -> Result<Response<UpstreamBody>, Failure> {
-    let (mut rd, mut wr) = tokio::io::split(conn);
+) -> Result<UpstreamResponse, Failure> {
     let vars = env.iter();
     let packet = match pool.protocol {
         PoolProtocol::Uwsgi => {
@@ -595,25 +712,30 @@ async fn stream_exchange(
         }
         _ => scgi::encode_request(length, vars),
     };
-    within(pool.send_timeout, wr.write_all(&packet)).await?;
-    send_body(pool, &mut wr, body, length, Bytes::copy_from_slice).await?;
+    within(pool.send_timeout, conn.write_all(&packet)).await?;
+    if let RequestBody::Stream(_) = body {
+        conn.set_nodelay();
+    }
+    send_body(pool, &mut conn, body, length, Bytes::copy_from_slice).await?;
     let mut buf = BytesMut::with_capacity(16 * 1024);
     let head = loop {
         if let Some(head) = parse_head(&buf).map_err(|e| Failure::Protocol(e.to_string()))? {
             break head;
         }
-        if within(pool.read_timeout, rd.read_buf(&mut buf)).await? == 0 {
+        if within(pool.read_timeout, conn.read_buf(&mut buf)).await? == 0 {
             return Err(Failure::Protocol(
                 "the connection closed before a response head".into(),
             ));
         }
     };
     let mut body = buf.split_off(head.consumed);
-    // uwsgi and SCGI end a response by closing: if the close is already here, the response
-    // is complete and goes out whole.
+    // uwsgi and SCGI end a response by closing: if the close comes soon, the response is
+    // complete and goes out whole.
+    let mut deadline = None;
     loop {
-        match read_ready(&mut rd, &mut body) {
-            Some(Ok(0)) => return Ok(whole(head.status, head.headers, body.freeze())),
+        let held = body.len();
+        match read_more(&mut conn, &mut body, held, &mut deadline).await {
+            Some(Ok(0)) => return Ok(whole(head.status, head.fields, body.freeze())),
             Some(Ok(_)) => continue,
             _ => break,
         }
@@ -622,13 +744,12 @@ async fn stream_exchange(
     let (tx, rx) = mpsc::channel::<io::Result<Bytes>>(8);
     let read_timeout = pool.read_timeout;
     tokio::spawn(async move {
-        let _keep_writer_open = wr;
         if !first.is_empty() && tx.send(Ok(first)).await.is_err() {
             return;
         }
         loop {
             let mut chunk = BytesMut::with_capacity(32 * 1024);
-            match read_within(&mut rd, &mut chunk, read_timeout).await {
+            match read_within(&mut conn, &mut chunk, read_timeout).await {
                 Ok(0) => return,
                 Ok(_) => {
                     if tx.send(Ok(chunk.freeze())).await.is_err() {
@@ -642,7 +763,7 @@ async fn stream_exchange(
             }
         }
     });
-    Ok(respond(head.status, head.headers, rx))
+    Ok(respond(head.status, head.fields, rx))
 }
 
 /// One read from the backend within `timeout`; running out of time is a TimedOut error.
@@ -658,6 +779,35 @@ async fn read_within<R: tokio::io::AsyncRead + Unpin>(
             "backend read timed out",
         )),
     }
+}
+
+/// How long a response whose head is in but whose body is not complete may wait for
+/// the rest, and how much of it is held at most, before it is streamed instead. uWSGI
+/// writes a head and its body separately and php-fpm may split records, microseconds
+/// apart: gathered, the page goes out in one write with a Content-Length instead of in
+/// chunks through a reader task. A backend that streams (flushes, then works on) is
+/// held back by this window once, at the start.
+const GATHER_WINDOW: std::time::Duration = std::time::Duration::from_millis(5);
+const GATHER_BYTES: usize = 64 * 1024;
+
+/// Reads more of a response being gathered: what has arrived, else a wait within the
+/// gathering window. `None` once the window is over or `held` bytes are enough.
+async fn read_more(
+    conn: &mut Conn,
+    buf: &mut BytesMut,
+    held: usize,
+    deadline: &mut Option<tokio::time::Instant>,
+) -> Option<io::Result<usize>> {
+    if let Some(r) = read_ready(conn, buf) {
+        return Some(r);
+    }
+    if held >= GATHER_BYTES {
+        return None;
+    }
+    let until = *deadline.get_or_insert_with(|| tokio::time::Instant::now() + GATHER_WINDOW);
+    tokio::time::timeout_at(until, conn.read_buf(buf))
+        .await
+        .ok()
 }
 
 /// Reads what the socket already holds, without waiting: `Some(Ok(0))` is EOF, `None`
@@ -681,17 +831,12 @@ fn read_ready<R: tokio::io::AsyncRead + Unpin>(
 }
 
 /// A response whose body is complete in memory: sent with a Content-Length in one write.
-fn whole(status: StatusCode, mut headers: HeaderMap, body: Bytes) -> Response<UpstreamBody> {
-    strip_hop_by_hop(&mut headers);
-    headers.insert(http::header::CONTENT_LENGTH, HeaderValue::from(body.len()));
-    let mut resp = Response::new(
-        http_body_util::Full::new(body)
-            .map_err(|never| match never {})
-            .boxed(),
-    );
-    *resp.status_mut() = status;
-    *resp.headers_mut() = headers;
-    resp
+fn whole(status: StatusCode, fields: Fields, body: Bytes) -> UpstreamResponse {
+    UpstreamResponse {
+        status,
+        head: ResponseHead::Fields(fields),
+        payload: Payload::Whole(body),
+    }
 }
 
 /// Decodes every whole record in `rbuf`: stdout into `into`, stderr to the log. Returns
@@ -724,9 +869,15 @@ fn log_stderr(pool: &Pool, b: &[u8]) {
     );
 }
 
-/// Response headers a proxy must not forward (RFC 9110 §7.6.1), plus those the
-/// connection layer sets itself.
+/// Headers a proxy must not forward (RFC 9110 §7.6.1), plus those the connection layer
+/// sets itself. Most messages have none, and then nothing is looked up.
 fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    if !headers
+        .keys()
+        .any(|k| super::response::is_hop_by_hop(k.as_str().as_bytes()))
+    {
+        return;
+    }
     let named: Vec<String> = headers
         .get_all(http::header::CONNECTION)
         .iter()
@@ -751,14 +902,14 @@ fn strip_hop_by_hop(headers: &mut HeaderMap) {
 
 fn respond(
     status: StatusCode,
-    mut headers: HeaderMap,
+    fields: Fields,
     rx: mpsc::Receiver<io::Result<Bytes>>,
-) -> Response<UpstreamBody> {
-    strip_hop_by_hop(&mut headers);
-    let mut resp = Response::new(ChannelBody { rx }.boxed());
-    *resp.status_mut() = status;
-    *resp.headers_mut() = headers;
-    resp
+) -> UpstreamResponse {
+    UpstreamResponse {
+        status,
+        head: ResponseHead::Fields(fields),
+        payload: Payload::Stream(ChannelBody { rx }.boxed()),
+    }
 }
 
 /// A response body fed by the task that reads the backend.

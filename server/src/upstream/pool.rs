@@ -85,6 +85,8 @@ pub struct Pool {
     active: AtomicUsize,
     next: AtomicUsize,
     epoch: Instant,
+    /// The pool's metric handles, taken on its first request.
+    pub metrics: std::sync::OnceLock<crate::metrics::PoolMetrics>,
 }
 
 /// A connection to an endpoint.
@@ -148,6 +150,7 @@ impl Pool {
             active: AtomicUsize::new(0),
             next: AtomicUsize::new(0),
             epoch: Instant::now(),
+            metrics: std::sync::OnceLock::new(),
         }
     }
 
@@ -166,28 +169,27 @@ impl Pool {
     }
 
     pub fn is_up(&self, i: usize) -> bool {
-        self.endpoints[i].down_until_ms.load(Ordering::Relaxed) <= self.now_ms()
+        // Never marked down (the usual case): no clock read.
+        let until = self.endpoints[i].down_until_ms.load(Ordering::Relaxed);
+        until == 0 || until <= self.now_ms()
     }
 
     /// Chooses an endpoint not in `tried`; endpoints marked down are used only if all are.
+    /// Runs on every request, so it counts instead of collecting candidates.
     pub fn pick(&self, client: Option<IpAddr>, tried: &[usize]) -> Option<usize> {
         let n = self.endpoints.len();
-        let candidates: Vec<usize> = (0..n).filter(|i| !tried.contains(i)).collect();
-        if candidates.is_empty() {
+        let any_up = (0..n).any(|i| !tried.contains(&i) && self.is_up(i));
+        let eligible = |i: &usize| !tried.contains(i) && (!any_up || self.is_up(*i));
+        let count = (0..n).filter(eligible).count();
+        if count == 0 {
             return None;
         }
-        let up: Vec<usize> = candidates
-            .iter()
-            .copied()
-            .filter(|&i| self.is_up(i))
-            .collect();
-        let pool = if up.is_empty() { &candidates } else { &up };
-        let chosen = match self.balance {
-            Balance::RoundRobin => pool[self.next.fetch_add(1, Ordering::Relaxed) % pool.len()],
-            Balance::LeastConn => *pool
-                .iter()
-                .min_by_key(|&&i| (self.endpoints[i].active.load(Ordering::Relaxed), i))
-                .expect("not empty"),
+        let nth = |k: usize| (0..n).filter(eligible).nth(k);
+        match self.balance {
+            Balance::RoundRobin => nth(self.next.fetch_add(1, Ordering::Relaxed) % count),
+            Balance::LeastConn => (0..n)
+                .filter(eligible)
+                .min_by_key(|&i| (self.endpoints[i].active.load(Ordering::Relaxed), i)),
             Balance::IpHash => {
                 let h = client.map_or(0, |ip| {
                     use std::hash::{Hash, Hasher};
@@ -195,10 +197,9 @@ impl Pool {
                     ip.hash(&mut s);
                     s.finish()
                 });
-                pool[(h % pool.len() as u64) as usize]
+                nth((h % count as u64) as usize)
             }
-        };
-        Some(chosen)
+        }
     }
 
     pub fn assign(&self, slot: &mut Slot<'_>, i: usize) {
@@ -429,11 +430,12 @@ impl Pool {
             match addr {
                 Address::Unix(p) => UnixStream::connect(p).await.map(Conn::Unix),
                 Address::Tcp(a) => {
+                    // No TCP_NODELAY here: a request without a streamed body goes out in
+                    // one write, which Nagle never holds back. Streamed bodies set it.
                     let s = match resolved {
                         Some(sa) => TcpStream::connect(sa).await?,
                         None => TcpStream::connect(a.as_str()).await?,
                     };
-                    let _ = s.set_nodelay(true);
                     Ok(Conn::Tcp(s))
                 }
             }
@@ -441,6 +443,16 @@ impl Pool {
         tokio::time::timeout(self.connect_timeout, connect)
             .await
             .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))?
+    }
+}
+
+impl Conn {
+    /// Sends small writes at once: for a request body streamed in several writes, whose
+    /// later ones Nagle would hold until the backend's (delayed) ACK.
+    pub fn set_nodelay(&self) {
+        if let Conn::Tcp(s) = self {
+            let _ = s.set_nodelay(true);
+        }
     }
 }
 

@@ -17,9 +17,78 @@ pub enum HeadError {
 #[derive(Debug)]
 pub struct Head {
     pub status: StatusCode,
-    pub headers: HeaderMap,
+    pub fields: Fields,
     /// Bytes of the input the head took.
     pub consumed: usize,
+}
+
+/// Response header fields in wire form, `Name: value\r\n` lines in the backend's order
+/// and spelling, so the HTTP/1.1 fast path copies them out as they are instead of
+/// building a `HeaderMap`. Left out: the CGI `Status` field, hop-by-hop fields (RFC 9110
+/// §7.6.1, and any the backend's Connection field names), and Content-Length: the
+/// front end frames the body itself.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Fields {
+    wire: Vec<u8>,
+    has_date: bool,
+}
+
+impl Fields {
+    /// Appends a field. `name` must be a token and `value` free of CR, LF and other
+    /// control bytes but tab, as httparse guarantees for what it parsed.
+    pub(crate) fn push(&mut self, name: &[u8], value: &[u8]) {
+        debug_assert!(name.iter().all(|&b| b.is_ascii_graphic() && b != b':'));
+        debug_assert!(value
+            .iter()
+            .all(|&b| b == b'\t' || (b >= 0x20 && b != 0x7f)));
+        self.has_date |= name.eq_ignore_ascii_case(b"date");
+        self.wire.extend_from_slice(name);
+        self.wire.extend_from_slice(b": ");
+        self.wire.extend_from_slice(value);
+        self.wire.extend_from_slice(b"\r\n");
+    }
+
+    /// The fields as they go on the wire, each line ending in CRLF.
+    pub fn wire(&self) -> &[u8] {
+        &self.wire
+    }
+
+    pub fn has_date(&self) -> bool {
+        self.has_date
+    }
+
+    /// (name, value) pairs in order.
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        self.wire
+            .split(|&b| b == b'\n')
+            .filter(|line| !line.is_empty())
+            .map(|line| {
+                let line = line.strip_suffix(b"\r").unwrap_or(line);
+                let colon = line.iter().position(|&b| b == b':').unwrap_or(line.len());
+                let value = line.get(colon + 2..).unwrap_or_default();
+                (&line[..colon], value)
+            })
+    }
+
+    /// The first value of `name` (any case).
+    pub fn get(&self, name: &str) -> Option<&[u8]> {
+        self.iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name.as_bytes()))
+            .map(|(_, v)| v)
+    }
+
+    /// The same fields for hyper (HTTP/2 and requests with a body go through hyper).
+    pub fn into_header_map(self) -> HeaderMap {
+        let mut map = HeaderMap::with_capacity(8);
+        for (n, v) in self.iter() {
+            // Both always parse: push() holds only what httparse accepted, which is what
+            // the http types accept.
+            if let (Ok(n), Ok(v)) = (HeaderName::from_bytes(n), HeaderValue::from_bytes(v)) {
+                map.append(n, v);
+            }
+        }
+        map
+    }
 }
 
 pub const MAX_HEAD: usize = 64 * 1024;
@@ -48,9 +117,19 @@ pub fn parse_head(buf: &[u8]) -> Result<Option<Head>, HeadError> {
     };
     let headers = &raw[..count];
     let mut status = status;
-    let mut map = HeaderMap::with_capacity(headers.len());
+    let mut location = false;
+    // Fields the backend's Connection field names are hop-by-hop too (rare: look only
+    // when there is one).
+    let connection_named = headers
+        .iter()
+        .any(|h| h.name.eq_ignore_ascii_case("connection"));
+    let mut fields = Fields {
+        wire: Vec::with_capacity(buf.len().min(consumed)),
+        has_date: false,
+    };
     for h in headers.iter() {
-        if h.name.eq_ignore_ascii_case("status") {
+        let name = h.name.as_bytes();
+        if name.eq_ignore_ascii_case(b"status") {
             let text = String::from_utf8_lossy(h.value).into_owned();
             let code = text
                 .split_whitespace()
@@ -61,23 +140,48 @@ pub fn parse_head(buf: &[u8]) -> Result<Option<Head>, HeadError> {
             status = Some(code);
             continue;
         }
-        let name = HeaderName::from_bytes(h.name.as_bytes())
-            .map_err(|_| HeadError::Malformed(format!("header name {:?}", h.name)))?;
-        let value = HeaderValue::from_bytes(h.value)
-            .map_err(|_| HeadError::Malformed(format!("value of {}", h.name)))?;
-        map.append(name, value);
+        if is_hop_by_hop(name) || name.eq_ignore_ascii_case(b"content-length") {
+            continue;
+        }
+        if connection_named && named_by_connection(headers, name) {
+            continue;
+        }
+        location |= name.eq_ignore_ascii_case(b"location");
+        fields.push(name, h.value);
     }
     // CGI: a Location without a Status is a redirect.
-    let status = status.unwrap_or(if map.contains_key(http::header::LOCATION) {
+    let status = status.unwrap_or(if location {
         StatusCode::FOUND
     } else {
         StatusCode::OK
     });
     Ok(Some(Head {
         status,
-        headers: map,
+        fields,
         consumed,
     }))
+}
+
+/// Fields that describe one connection, never forwarded (RFC 9110 §7.6.1).
+pub fn is_hop_by_hop(name: &[u8]) -> bool {
+    const HOP_BY_HOP: [&[u8]; 7] = [
+        b"connection",
+        b"keep-alive",
+        b"proxy-connection",
+        b"te",
+        b"trailer",
+        b"transfer-encoding",
+        b"upgrade",
+    ];
+    HOP_BY_HOP.iter().any(|h| name.eq_ignore_ascii_case(h))
+}
+
+fn named_by_connection(headers: &[httparse::Header<'_>], name: &[u8]) -> bool {
+    headers
+        .iter()
+        .filter(|h| h.name.eq_ignore_ascii_case("connection"))
+        .flat_map(|h| h.value.split(|&b| b == b','))
+        .any(|token| token.trim_ascii().eq_ignore_ascii_case(name))
 }
 
 fn partial(buf: &[u8]) -> Result<Option<Head>, HeadError> {
@@ -100,8 +204,8 @@ mod tests {
         .unwrap()
         .unwrap();
         assert_eq!(h.status, StatusCode::NOT_FOUND);
-        assert_eq!(h.headers["content-type"], "text/html");
-        assert_eq!(h.headers.get_all("x-a").iter().count(), 2);
+        assert_eq!(h.fields.get("content-type"), Some(&b"text/html"[..]));
+        assert_eq!(h.fields.iter().filter(|(n, _)| *n == b"X-A").count(), 2);
         assert_eq!(h.consumed, 66);
         let h = parse_head(b"Content-Type: text/plain\n\nok")
             .unwrap()
@@ -143,5 +247,39 @@ mod tests {
             parse_head(&huge).unwrap_err(),
             HeadError::TooLarge(MAX_HEAD)
         );
+    }
+
+    #[test]
+    fn fields_keep_wire_form_without_hop_by_hop_or_length() {
+        let h = parse_head(
+            b"Status: 200 OK\r\nContent-Type: text/html\r\nConnection: close, X-Secret\r\n\
+              X-Secret: 1\r\nKeep-Alive: timeout=5\r\nTransfer-Encoding: chunked\r\n\
+              Content-Length: 12\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\nDate: x\r\n\r\n",
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            std::str::from_utf8(h.fields.wire()).unwrap(),
+            "Content-Type: text/html\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\nDate: x\r\n"
+        );
+        assert!(h.fields.has_date());
+        let map = h.fields.clone().into_header_map();
+        assert_eq!(map.get_all("set-cookie").iter().count(), 2);
+        assert_eq!(map["content-type"], "text/html");
+        assert_eq!(map.len(), 4);
+        let pairs: Vec<_> = h.fields.iter().collect();
+        assert_eq!(pairs[0], (&b"Content-Type"[..], &b"text/html"[..]));
+        assert_eq!(pairs[3], (&b"Date"[..], &b"x"[..]));
+    }
+
+    #[test]
+    fn empty_values_and_no_date() {
+        let h = parse_head(b"X-Empty:\r\nLocation: /a\r\n\r\n")
+            .unwrap()
+            .unwrap();
+        assert_eq!(h.status, StatusCode::FOUND);
+        assert!(!h.fields.has_date());
+        assert_eq!(h.fields.get("x-empty"), Some(&b""[..]));
+        assert_eq!(h.fields.get("location"), Some(&b"/a"[..]));
     }
 }

@@ -2,7 +2,7 @@
 //! I/O. A request is a 4-byte header (modifier1, little-endian data size, modifier2) and
 //! the vars block (little-endian u16 length-prefixed keys and values); the body follows.
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::Bytes;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum UwsgiError {
@@ -12,29 +12,41 @@ pub enum UwsgiError {
     VarTooLarge(usize),
 }
 
-/// Encodes the packet header and vars for modifier1 = 0 (WSGI).
-pub fn encode_request<'a>(
-    vars: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
-) -> Result<Bytes, UwsgiError> {
-    let mut body = BytesMut::with_capacity(1024);
-    for (k, v) in vars {
+/// Encodes the packet header and vars for modifier1 = 0 (WSGI). The sizes are summed
+/// first, so the packet is written once into a buffer of its exact size.
+pub fn encode_request<'a, I>(vars: I) -> Result<Bytes, UwsgiError>
+where
+    I: IntoIterator<Item = (&'a [u8], &'a [u8])>,
+    I::IntoIter: Clone,
+{
+    let vars = vars.into_iter();
+    let mut size = 0usize;
+    for (k, v) in vars.clone() {
         for part in [k, v] {
             if part.len() > u16::MAX as usize {
                 return Err(UwsgiError::VarTooLarge(part.len()));
             }
-            body.put_u16_le(part.len() as u16);
-            body.put_slice(part);
+            size += 2 + part.len();
         }
     }
-    if body.len() > u16::MAX as usize {
-        return Err(UwsgiError::TooLarge(body.len()));
+    if size > u16::MAX as usize {
+        return Err(UwsgiError::TooLarge(size));
     }
-    let mut out = BytesMut::with_capacity(4 + body.len());
-    out.put_u8(0); // modifier1: WSGI
-    out.put_u16_le(body.len() as u16);
-    out.put_u8(0); // modifier2
-    out.put_slice(&body);
-    Ok(out.freeze())
+    // A zeroed buffer of the exact size, filled by position: no capacity checks per
+    // part, which a BytesMut makes for every one of the ~80 names and values.
+    let mut out = vec![0u8; 4 + size];
+    out[0] = 0; // modifier1: WSGI
+    out[1..3].copy_from_slice(&(size as u16).to_le_bytes());
+    out[3] = 0; // modifier2
+    let mut at = 4;
+    for (k, v) in vars {
+        for part in [k, v] {
+            out[at..at + 2].copy_from_slice(&(part.len() as u16).to_le_bytes());
+            out[at + 2..at + 2 + part.len()].copy_from_slice(part);
+            at += 2 + part.len();
+        }
+    }
+    Ok(Bytes::from(out))
 }
 
 #[cfg(test)]
