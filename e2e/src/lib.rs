@@ -13,6 +13,7 @@
 mod dump;
 mod load;
 mod release;
+mod virtual_server;
 mod wait;
 
 pub use load::{Load, LoadReport};
@@ -20,6 +21,7 @@ pub use release::{
     helm, install_third_party_crds, leader, leader_metrics, metric, remove_crd,
     remove_third_party_crds, Release,
 };
+pub use virtual_server::{condition, wait_condition};
 pub use wait::{wait_for, wait_http, HttpResponse};
 
 use k8s_openapi::api::apps::v1::Deployment;

@@ -9,8 +9,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::ListParams;
 use kube::Api;
-use skiff_e2e::{leader_metrics, metric, wait_for, wait_http, Release};
-use skiff_operator::crd::VirtualServer;
+use skiff_e2e::{leader_metrics, metric, wait_condition, wait_for, wait_http, Release};
 use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -28,25 +27,7 @@ async fn helm_install_runs_the_operator_and_the_example_site() {
     let crds: Api<CustomResourceDefinition> = Api::all(cluster.client.clone());
 
     // The operator reconciles the example into a ready site.
-    let vs_api: Api<VirtualServer> = ns.api();
-    let vs = wait_for(
-        "the example VirtualServer to be Ready",
-        Duration::from_secs(180),
-        || {
-            let api = vs_api.clone();
-            async move {
-                let vs = api.get("skiff-example").await.ok()?;
-                let ready = vs
-                    .status
-                    .as_ref()?
-                    .conditions
-                    .iter()
-                    .any(|c| c.type_ == "Ready" && c.status == "True");
-                ready.then_some(vs)
-            }
-        },
-    )
-    .await;
+    let vs = wait_condition(&ns, "skiff-example", "Ready", "True").await;
     let address = vs
         .status
         .unwrap()

@@ -24,44 +24,11 @@ use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::{Api, ResourceExt};
 use serde_json::{json, Value};
 use skiff_e2e::{
-    install_third_party_crds, leader, leader_metrics, metric, remove_third_party_crds, wait_for,
-    wait_http, Load, Release, TestNamespace, SKIFF_IMAGE,
+    condition, install_third_party_crds, leader, leader_metrics, metric, remove_third_party_crds,
+    wait_condition, wait_for, wait_http, Load, Release, TestNamespace, SKIFF_IMAGE,
 };
 use skiff_operator::crd::VirtualServer;
 use std::time::{Duration, Instant};
-
-fn condition(vs: &VirtualServer, type_: &str) -> Option<(String, String, String)> {
-    let c = vs
-        .status
-        .as_ref()?
-        .conditions
-        .iter()
-        .find(|c| c.type_ == type_)?;
-    Some((c.status.clone(), c.reason.clone(), c.message.clone()))
-}
-
-async fn wait_condition(
-    ns: &TestNamespace,
-    name: &str,
-    type_: &str,
-    status: &str,
-) -> VirtualServer {
-    let api = ns.api::<VirtualServer>();
-    wait_for(
-        &format!("{type_}={status} on {name}"),
-        Duration::from_secs(180),
-        || {
-            let api = api.clone();
-            async move {
-                let vs = api.get(name).await.ok()?;
-                let current = vs.status.as_ref()?.observed_generation == vs.metadata.generation
-                    && condition(&vs, type_)?.0 == status;
-                current.then_some(vs)
-            }
-        },
-    )
-    .await
-}
 
 /// Waits until the operator reports every serving pod on `hash` (ConfigLive=True).
 async fn wait_live(ns: &TestNamespace, name: &str, hash: &str) -> VirtualServer {

@@ -10,7 +10,7 @@
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::ListParams;
 use serde_json::json;
-use skiff_e2e::{wait_for, wait_http, Release, PHP_FPM_IMAGE};
+use skiff_e2e::{wait_condition, wait_http, Release, PHP_FPM_IMAGE};
 use skiff_operator::crd::VirtualServer;
 use std::time::Duration;
 
@@ -51,25 +51,7 @@ async fn php_fpm_as_a_sidecar_and_as_a_pool() {
     }))
     .await;
     for name in ["side", "pooled"] {
-        let api = ns.api::<VirtualServer>();
-        let vs = wait_for(
-            &format!("{name} to be Ready"),
-            Duration::from_secs(180),
-            || {
-                let api = api.clone();
-                async move {
-                    let vs = api.get(name).await.ok()?;
-                    let ready = vs
-                        .status
-                        .as_ref()?
-                        .conditions
-                        .iter()
-                        .any(|c| c.type_ == "Ready" && c.status == "True");
-                    ready.then_some(vs)
-                }
-            },
-        )
-        .await;
+        let vs = wait_condition(&ns, name, "Ready", "True").await;
         let address = vs.status.unwrap().address.expect("a Service address");
         let page = wait_http(
             &format!("http://{address}/index.php"),

@@ -492,7 +492,13 @@ impl Conn<'_> {
             () = client_gone(&self.stream) => return Ok(false),
         };
         let head_only = method == Method::HEAD;
-        let framing = Framing::of(resp.status, head_only, resp.whole_len(), minor);
+        // HEAD: the length the backend declared for GET, if it did; not the empty body's.
+        let exact = if head_only {
+            resp.declared_len()
+        } else {
+            resp.whole_len()
+        };
+        let framing = Framing::of(resp.status, head_only, exact, minor);
         let close =
             close || framing == Framing::Close || self.shared.shutdown.phase() >= Phase::Draining;
         write_upstream_head(

@@ -149,6 +149,17 @@ impl UpstreamResponse {
         }
     }
 
+    /// The body length the backend declared (what a HEAD response says).
+    pub fn declared_len(&self) -> Option<u64> {
+        match &self.head {
+            ResponseHead::Fields(f) => f.content_length(),
+            ResponseHead::Map(m) => m
+                .get(http::header::CONTENT_LENGTH)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.parse().ok()),
+        }
+    }
+
     pub fn into_hyper(self) -> Response<UpstreamBody> {
         let mut headers = match self.head {
             ResponseHead::Fields(f) => f.into_header_map(),
@@ -367,17 +378,18 @@ async fn connect(
     pool: &Pool,
     slot: &mut super::pool::Slot<'_>,
     client: std::net::IpAddr,
-) -> Result<(usize, Conn), (Failure, String)> {
+    first: &[u8],
+) -> Result<(usize, Conn, usize), (Failure, String)> {
+    // Filled only on failures: the usual request allocates nothing here.
     let mut tried = Vec::new();
     let mut last = None;
     while let Some(i) = pool.pick(Some(client), &tried) {
-        tried.push(i);
         pool.assign(slot, i);
         let mut addr = pool.next_addr(i);
         let mut dialed = Vec::new();
         loop {
-            match pool.connect_at(i, addr).await {
-                Ok(c) => return Ok((i, c)),
+            match pool.connect_sending(i, addr, first).await {
+                Ok((c, sent)) => return Ok((i, c, sent)),
                 Err(e) => {
                     pool.report_failure_at(i, addr);
                     tracing::warn!(pool = pool.name, endpoint = %pool.endpoints[i].address, address = ?addr, error = %e, "connect failed");
@@ -390,6 +402,7 @@ async fn connect(
                 None => break,
             }
         }
+        tried.push(i);
     }
     Err(last.unwrap_or((Failure::Protocol("no endpoints".into()), String::new())))
 }
@@ -458,31 +471,80 @@ async fn cgi(
             (&built, body, length)
         }
     };
+    let (opening, rest) = opening(pool, env, body, length)?;
     // FastCGI keep-conn: an idle connection first. It may have been closed by the backend
-    // meanwhile; a buffered request then goes again on a fresh one (nothing was answered).
-    if pool.protocol == PoolProtocol::Fastcgi {
-        if let RequestBody::Buffered(b) = &body {
-            if let Some(i) = pool.pick(Some(peer.ip()), &[]) {
-                if let Some(idle) = pool.take_idle(i) {
-                    pool.assign(slot, i);
-                    let again = RequestBody::Buffered(b.clone());
-                    match fastcgi_exchange(pool, i, idle, env, again, length).await {
-                        Err(Failure::Stale) => {}
-                        other => return finish(pool, i, other),
-                    }
+    // meanwhile; a request that went whole in its opening then goes again on a fresh one
+    // (nothing was answered).
+    if pool.protocol == PoolProtocol::Fastcgi && rest.is_none() {
+        if let Some(i) = pool.pick(Some(peer.ip()), &[]) {
+            if let Some(idle) = pool.take_idle(i) {
+                pool.assign(slot, i);
+                match fastcgi_exchange(pool, i, idle, &opening[..], None, length).await {
+                    Err(Failure::Stale) => {}
+                    other => return finish(pool, i, other),
                 }
             }
         }
     }
-    let (idx, conn) = connect(pool, slot, peer.ip()).await?;
+    let (idx, conn, sent) = connect(pool, slot, peer.ip(), &opening).await?;
+    let unsent = &opening[sent..];
     let result = match pool.protocol {
-        PoolProtocol::Fastcgi => fastcgi_exchange(pool, idx, conn, env, body, length).await,
+        PoolProtocol::Fastcgi => fastcgi_exchange(pool, idx, conn, unsent, rest, length).await,
         PoolProtocol::Uwsgi | PoolProtocol::Scgi => {
-            stream_exchange(pool, conn, env, body, length).await
+            stream_exchange(pool, conn, unsent, rest, length).await
         }
         PoolProtocol::Http => unreachable!("validated: cgi actions use cgi pools"),
     };
     finish(pool, idx, result)
+}
+
+/// The bytes a CGI request opens with, built before connecting so that they can leave
+/// with the connection ([`Pool::connect_sending`]): FastCGI's BEGIN_REQUEST and PARAMS
+/// records (and a buffered body's STDIN records), or the uwsgi or SCGI vars packet (and a
+/// buffered body). A body still to be streamed is returned as the rest.
+fn opening(
+    pool: &Pool,
+    env: &Env,
+    body: RequestBody,
+    length: u64,
+) -> Result<(Bytes, Option<RequestBody>), (Failure, String)> {
+    let protocol_error = |e: String| (Failure::Protocol(e), String::new());
+    match pool.protocol {
+        PoolProtocol::Fastcgi => {
+            let mut out = BytesMut::with_capacity(4096);
+            fastcgi::encode_begin(&mut out, 1, pool.keepalive > 0);
+            fastcgi::encode_params(&mut out, 1, env.iter())
+                .map_err(|e| protocol_error(e.to_string()))?;
+            match body {
+                RequestBody::Buffered(b) => {
+                    if !b.is_empty() {
+                        fastcgi::encode_stdin(&mut out, 1, &b);
+                    }
+                    fastcgi::encode_stdin(&mut out, 1, &[]);
+                    Ok((out.freeze(), None))
+                }
+                stream => Ok((out.freeze(), Some(stream))),
+            }
+        }
+        _ => {
+            let packet = match pool.protocol {
+                PoolProtocol::Uwsgi => {
+                    uwsgi::encode_request(env.iter()).map_err(|e| protocol_error(e.to_string()))?
+                }
+                _ => scgi::encode_request(length, env.iter()),
+            };
+            match body {
+                RequestBody::Buffered(b) if b.is_empty() => Ok((packet, None)),
+                RequestBody::Buffered(b) => {
+                    let mut both = BytesMut::with_capacity(packet.len() + b.len());
+                    both.extend_from_slice(&packet);
+                    both.extend_from_slice(&b);
+                    Ok((both.freeze(), None))
+                }
+                stream => Ok((packet, Some(stream))),
+            }
+        }
+    }
 }
 
 /// Reports the exchange to the endpoint's passive health; a failure names the endpoint.
@@ -537,30 +599,17 @@ async fn send_body(
     Ok(())
 }
 
+/// A FastCGI exchange on `conn`: the rest of the opening, a streamed body with the empty
+/// STDIN record after it, then the response.
 async fn fastcgi_exchange(
     pool: &Arc<Pool>,
     idx: usize,
     mut conn: Conn,
-    env: &Env,
-    body: RequestBody,
+    unsent: &[u8],
+    rest: Option<RequestBody>,
     length: u64,
 ) -> Result<UpstreamResponse, Failure> {
-    let mut out = BytesMut::with_capacity(4096);
     let keep_conn = pool.keepalive > 0;
-    fastcgi::encode_begin(&mut out, 1, keep_conn);
-    fastcgi::encode_params(&mut out, 1, env.iter())
-        .map_err(|e| Failure::Protocol(e.to_string()))?;
-    // A buffered body goes in the same write as the head: one syscall per request.
-    let body = match body {
-        RequestBody::Buffered(b) => {
-            if !b.is_empty() {
-                fastcgi::encode_stdin(&mut out, 1, &b);
-            }
-            fastcgi::encode_stdin(&mut out, 1, &[]);
-            None
-        }
-        stream => Some(stream),
-    };
     let stale = |f: Failure| match f {
         Failure::Io(e)
             if matches!(
@@ -572,10 +621,10 @@ async fn fastcgi_exchange(
         }
         other => other,
     };
-    within(pool.send_timeout, conn.write_all(&out))
+    within(pool.send_timeout, conn.write_all(unsent))
         .await
         .map_err(stale)?;
-    if let Some(body) = body {
+    if let Some(body) = rest {
         conn.set_nodelay();
         send_body(pool, &mut conn, body, length, |chunk| {
             let mut b = BytesMut::with_capacity(chunk.len() + 16);
@@ -583,9 +632,9 @@ async fn fastcgi_exchange(
             b.freeze()
         })
         .await?;
-        out.clear();
-        fastcgi::encode_stdin(&mut out, 1, &[]);
-        within(pool.send_timeout, conn.write_all(&out)).await?;
+        let mut end = BytesMut::with_capacity(8);
+        fastcgi::encode_stdin(&mut end, 1, &[]);
+        within(pool.send_timeout, conn.write_all(&end)).await?;
     }
 
     let mut dec = fastcgi::Decoder::new(1);
@@ -701,22 +750,15 @@ async fn fastcgi_exchange(
 async fn stream_exchange(
     pool: &Pool,
     mut conn: Conn,
-    env: &Env,
-    body: RequestBody,
+    unsent: &[u8],
+    rest: Option<RequestBody>,
     length: u64,
 ) -> Result<UpstreamResponse, Failure> {
-    let vars = env.iter();
-    let packet = match pool.protocol {
-        PoolProtocol::Uwsgi => {
-            uwsgi::encode_request(vars).map_err(|e| Failure::Protocol(e.to_string()))?
-        }
-        _ => scgi::encode_request(length, vars),
-    };
-    within(pool.send_timeout, conn.write_all(&packet)).await?;
-    if let RequestBody::Stream(_) = body {
+    within(pool.send_timeout, conn.write_all(unsent)).await?;
+    if let Some(body) = rest {
         conn.set_nodelay();
+        send_body(pool, &mut conn, body, length, Bytes::copy_from_slice).await?;
     }
-    send_body(pool, &mut conn, body, length, Bytes::copy_from_slice).await?;
     let mut buf = BytesMut::with_capacity(16 * 1024);
     let head = loop {
         if let Some(head) = parse_head(&buf).map_err(|e| Failure::Protocol(e.to_string()))? {

@@ -415,34 +415,79 @@ impl Pool {
         });
     }
 
-    pub async fn connect(&self, i: usize) -> io::Result<Conn> {
-        self.connect_at(i, self.next_addr(i)).await
-    }
-
-    /// Connects to endpoint `i` at `resolved` (from [`Pool::next_addr`]), or by its name.
-    pub async fn connect_at(
+    /// Connects to endpoint `i` at `resolved` (from [`Pool::next_addr`]), or by its name,
+    /// sending `first` (the start of the request) with the connection where it can. Returns
+    /// the connection and how many bytes of `first` went out.
+    pub async fn connect_sending(
         &self,
         i: usize,
         resolved: Option<std::net::SocketAddr>,
-    ) -> io::Result<Conn> {
+        first: &[u8],
+    ) -> io::Result<(Conn, usize)> {
         let addr = &self.endpoints[i].address;
         let connect = async {
-            match addr {
-                Address::Unix(p) => UnixStream::connect(p).await.map(Conn::Unix),
-                Address::Tcp(a) => {
-                    // No TCP_NODELAY here: a request without a streamed body goes out in
-                    // one write, which Nagle never holds back. Streamed bodies set it.
-                    let s = match resolved {
-                        Some(sa) => TcpStream::connect(sa).await?,
-                        None => TcpStream::connect(a.as_str()).await?,
-                    };
-                    Ok(Conn::Tcp(s))
+            match (addr, resolved) {
+                (Address::Unix(p), _) => Ok((Conn::Unix(UnixStream::connect(p).await?), 0)),
+                (Address::Tcp(_), Some(sa)) => {
+                    let (s, sent) = connect_tcp_sending(sa, first).await?;
+                    Ok((Conn::Tcp(s), sent))
+                }
+                // No TCP_NODELAY here: a request without a streamed body goes out in one
+                // write, which Nagle never holds back. Streamed bodies set it.
+                (Address::Tcp(a), None) => {
+                    Ok((Conn::Tcp(TcpStream::connect(a.as_str()).await?), 0))
                 }
             }
         };
         tokio::time::timeout(self.connect_timeout, connect)
             .await
             .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))?
+    }
+}
+
+/// A non-blocking connect that sends `first` at once instead of waiting for the socket
+/// to report writable. On loopback and within a node the handshake has completed by the
+/// time connect(2) returns EINPROGRESS, so the request leaves in the same breath: no
+/// wakeup for writability and no getsockopt(SO_ERROR) per connection. (nginx waits for
+/// the writable event.) Otherwise the send says EAGAIN and this waits as usual; a refused
+/// connection reports ECONNREFUSED from either, as a connect error.
+async fn connect_tcp_sending(
+    addr: std::net::SocketAddr,
+    first: &[u8],
+) -> io::Result<(TcpStream, usize)> {
+    use rustix::net::{AddressFamily, SendFlags, SocketFlags, SocketType};
+    let family = if addr.is_ipv4() {
+        AddressFamily::INET
+    } else {
+        AddressFamily::INET6
+    };
+    let fd = rustix::net::socket_with(
+        family,
+        SocketType::STREAM,
+        SocketFlags::NONBLOCK | SocketFlags::CLOEXEC,
+        None,
+    )?;
+    match rustix::net::connect(&fd, &addr) {
+        Ok(()) | Err(rustix::io::Errno::INPROGRESS) => {}
+        Err(e) => return Err(e.into()),
+    }
+    let sent = if first.is_empty() {
+        Err(rustix::io::Errno::AGAIN)
+    } else {
+        rustix::net::send(&fd, first, SendFlags::NOSIGNAL)
+    };
+    let stream = TcpStream::from_std(std::net::TcpStream::from(fd))?;
+    match sent {
+        Ok(n) => Ok((stream, n)),
+        Err(rustix::io::Errno::AGAIN) => {
+            // Still connecting: wait for the handshake, then report how it ended.
+            stream.writable().await?;
+            match stream.take_error()? {
+                Some(e) => Err(e),
+                None => Ok((stream, 0)),
+            }
+        }
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -594,5 +639,33 @@ mod tests {
         );
         drop(a);
         assert!(p.admit().is_some());
+    }
+
+    #[tokio::test]
+    async fn the_request_leaves_with_the_connection() {
+        use tokio::io::AsyncReadExt;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (sent, accepted) = tokio::join!(connect_tcp_sending(addr, b"hello"), listener.accept());
+        let (_conn, n) = sent.unwrap();
+        // On loopback the handshake is done when connect(2) returns: sent at once.
+        assert_eq!(n, 5);
+        let mut got = [0u8; 5];
+        accepted.unwrap().0.read_exact(&mut got).await.unwrap();
+        assert_eq!(&got, b"hello");
+        // Nothing to send: it waits for the handshake and sends nothing.
+        let (_conn, n) = connect_tcp_sending(addr, b"").await.unwrap();
+        assert_eq!(n, 0);
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_is_a_connect_error() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        drop(listener);
+        for first in [&b"request"[..], b""] {
+            let err = connect_tcp_sending(addr, first).await.unwrap_err();
+            assert_eq!(err.kind(), io::ErrorKind::ConnectionRefused, "{err}");
+        }
     }
 }

@@ -31,6 +31,8 @@ pub struct Head {
 pub struct Fields {
     wire: Vec<u8>,
     has_date: bool,
+    /// The backend's Content-Length: what a HEAD response declares.
+    content_length: Option<u64>,
 }
 
 impl Fields {
@@ -55,6 +57,12 @@ impl Fields {
 
     pub fn has_date(&self) -> bool {
         self.has_date
+    }
+
+    /// The length the backend declared for the body (kept for HEAD responses, which have
+    /// none to count).
+    pub fn content_length(&self) -> Option<u64> {
+        self.content_length
     }
 
     /// (name, value) pairs in order.
@@ -126,6 +134,7 @@ pub fn parse_head(buf: &[u8]) -> Result<Option<Head>, HeadError> {
     let mut fields = Fields {
         wire: Vec::with_capacity(buf.len().min(consumed)),
         has_date: false,
+        content_length: None,
     };
     for h in headers.iter() {
         let name = h.name.as_bytes();
@@ -140,7 +149,13 @@ pub fn parse_head(buf: &[u8]) -> Result<Option<Head>, HeadError> {
             status = Some(code);
             continue;
         }
-        if is_hop_by_hop(name) || name.eq_ignore_ascii_case(b"content-length") {
+        if name.eq_ignore_ascii_case(b"content-length") {
+            fields.content_length = std::str::from_utf8(h.value)
+                .ok()
+                .and_then(|v| v.trim().parse().ok());
+            continue;
+        }
+        if is_hop_by_hop(name) {
             continue;
         }
         if connection_named && named_by_connection(headers, name) {
@@ -263,6 +278,7 @@ mod tests {
             "Content-Type: text/html\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\nDate: x\r\n"
         );
         assert!(h.fields.has_date());
+        assert_eq!(h.fields.content_length(), Some(12));
         let map = h.fields.clone().into_header_map();
         assert_eq!(map.get_all("set-cookie").iter().count(), 2);
         assert_eq!(map["content-type"], "text/html");
@@ -279,6 +295,7 @@ mod tests {
             .unwrap();
         assert_eq!(h.status, StatusCode::FOUND);
         assert!(!h.fields.has_date());
+        assert_eq!(h.fields.content_length(), None);
         assert_eq!(h.fields.get("x-empty"), Some(&b""[..]));
         assert_eq!(h.fields.get("location"), Some(&b"/a"[..]));
     }
