@@ -59,9 +59,14 @@ struct AddrHealth {
 // Idle FastCGI connections kept open with the keep-conn flag, per worker thread: a
 // tokio socket belongs to the runtime (worker) that registered it.
 
+// A short list searched linearly: a worker holds a few pools' endpoints, and this runs on
+// every kept-connection request, where hashing the key would cost more than the search.
+/// Idle connections by (pool id, endpoint index).
+type IdleList = Vec<((u64, usize), Vec<Conn>)>;
+
 thread_local! {
-    static IDLE: std::cell::RefCell<std::collections::HashMap<(u64, usize), Vec<Conn>>> =
-        std::cell::RefCell::new(std::collections::HashMap::new());
+    static IDLE: std::cell::RefCell<IdleList> =
+        const { std::cell::RefCell::new(Vec::new()) };
 }
 
 static NEXT_POOL_ID: AtomicU64 = AtomicU64::new(1);
@@ -299,18 +304,32 @@ impl Pool {
         if self.keepalive == 0 {
             return None;
         }
-        IDLE.with(|m| m.borrow_mut().get_mut(&(self.id, i)).and_then(Vec::pop))
+        let key = (self.id, i);
+        IDLE.with(|m| {
+            m.borrow_mut()
+                .iter_mut()
+                .find(|(k, _)| *k == key)
+                .and_then(|(_, list)| list.pop())
+        })
     }
 
     /// Keeps a connection for reuse by this worker.
     pub fn put_idle(&self, i: usize, conn: Conn) {
+        let key = (self.id, i);
         IDLE.with(|m| {
             let mut m = m.borrow_mut();
-            // Entries of pools from older config generations are dropped wholesale.
-            if m.len() > 256 {
-                m.retain(|(id, _), _| *id == self.id);
-            }
-            let list = m.entry((self.id, i)).or_default();
+            let at = match m.iter().position(|(k, _)| *k == key) {
+                Some(at) => at,
+                None => {
+                    // Entries of pools from older config generations are dropped wholesale.
+                    if m.len() >= 64 {
+                        m.retain(|((id, _), _)| *id == self.id);
+                    }
+                    m.push((key, Vec::new()));
+                    m.len() - 1
+                }
+            };
+            let list = &mut m[at].1;
             if list.len() < self.keepalive {
                 list.push(conn);
             }
