@@ -132,8 +132,13 @@ impl Triggers {
     pub fn register(file: &ConfigFile) -> Triggers {
         use notify::Watcher;
         let (tx, events) = tokio::sync::mpsc::unbounded_channel::<()>();
+        let name = file
+            .path
+            .file_name()
+            .map(|n| n.to_owned())
+            .unwrap_or_default();
         let watcher = notify::recommended_watcher(move |ev: notify::Result<notify::Event>| {
-            if ev.is_ok() {
+            if ev.is_ok_and(|ev| may_change_config(&ev, &name)) {
                 let _ = tx.send(());
             }
         })
@@ -162,6 +167,29 @@ impl Triggers {
             hup,
         }
     }
+}
+
+/// Whether a file-system event in the config folder can change the configuration: a
+/// write, creation, rename or removal of the config file itself, or of a ConfigMap's
+/// `..data` link and `..`-prefixed timestamped folders (the kubelet's atomic swap). Opens,
+/// reads and read-only closes are not changes: counting them made every reload's own read
+/// of the file trigger the next one, ten times a second, for as long as the process ran.
+/// Other files in the folder (logs, sockets, an editor's swap file) are ignored; an
+/// editor that saves by renaming a temporary file over the config is seen by the rename.
+fn may_change_config(ev: &notify::Event, config_name: &std::ffi::OsStr) -> bool {
+    use notify::event::{AccessKind, AccessMode, EventKind};
+    match ev.kind {
+        EventKind::Access(AccessKind::Close(AccessMode::Write)) => {}
+        EventKind::Access(_) => return false,
+        _ => {}
+    }
+    // No paths: an overflow or a rescan request, where anything may have changed.
+    ev.paths.is_empty()
+        || ev.paths.iter().any(|p| match p.file_name() {
+            Some(n) => n == config_name || n.as_encoded_bytes().starts_with(b".."),
+            // The folder itself (removed or moved).
+            None => true,
+        })
 }
 
 /// Reloads whenever a trigger fires, after changes settle.
@@ -195,5 +223,108 @@ pub async fn watch(
         let _ =
             tokio::task::spawn_blocking(move || reload_once(&shared, &file, &startup, &overrides))
                 .await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use notify::event::{
+        AccessKind, AccessMode, CreateKind, DataChange, EventKind, ModifyKind, RenameMode,
+    };
+
+    fn event(kind: EventKind, path: &str) -> notify::Event {
+        notify::Event::new(kind).add_path(PathBuf::from(path))
+    }
+
+    #[test]
+    fn reading_the_config_is_not_a_change() {
+        let name = std::ffi::OsStr::new("skiff.yaml");
+        for kind in [
+            EventKind::Access(AccessKind::Open(notify::event::AccessMode::Any)),
+            EventKind::Access(AccessKind::Read),
+            EventKind::Access(AccessKind::Close(AccessMode::Read)),
+        ] {
+            assert!(
+                !may_change_config(&event(kind, "/etc/skiff/skiff.yaml"), name),
+                "{kind:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn writes_renames_and_configmap_swaps_are_changes() {
+        let name = std::ffi::OsStr::new("skiff.yaml");
+        let changes = [
+            (
+                EventKind::Access(AccessKind::Close(AccessMode::Write)),
+                "/etc/skiff/skiff.yaml",
+            ),
+            (
+                EventKind::Modify(ModifyKind::Data(DataChange::Any)),
+                "/etc/skiff/skiff.yaml",
+            ),
+            (
+                EventKind::Modify(ModifyKind::Name(RenameMode::To)),
+                "/etc/skiff/skiff.yaml",
+            ),
+            (EventKind::Create(CreateKind::File), "/etc/skiff/skiff.yaml"),
+            (
+                EventKind::Remove(notify::event::RemoveKind::File),
+                "/etc/skiff/skiff.yaml",
+            ),
+            (
+                EventKind::Modify(ModifyKind::Name(RenameMode::To)),
+                "/etc/skiff/..data",
+            ),
+            (
+                EventKind::Create(CreateKind::Folder),
+                "/etc/skiff/..2026_11_22_10_00_00.1",
+            ),
+        ];
+        for (kind, path) in changes {
+            assert!(
+                may_change_config(&event(kind, path), name),
+                "{kind:?} {path}"
+            );
+        }
+        // An overflow names no path: anything may have changed.
+        assert!(may_change_config(
+            &notify::Event::new(EventKind::Other),
+            name
+        ));
+    }
+
+    #[test]
+    fn other_files_in_the_folder_are_not_changes() {
+        let name = std::ffi::OsStr::new("skiff.yaml");
+        for path in [
+            "/srv/conf/php-fpm.log",
+            "/srv/conf/.skiff.yaml.swp",
+            "/srv/conf/skiff.yaml.bak",
+        ] {
+            let ev = event(EventKind::Modify(ModifyKind::Data(DataChange::Any)), path);
+            assert!(!may_change_config(&ev, name), "{path}");
+        }
+    }
+
+    /// With the real inotify watcher: reading the file, and writing a neighbour, wake
+    /// nothing; rewriting the file does.
+    #[tokio::test]
+    async fn the_watcher_wakes_for_config_writes_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("skiff.yaml");
+        std::fs::write(&path, "a: 1\n").unwrap();
+        let mut triggers = Triggers::register(&ConfigFile { path: path.clone() });
+        std::fs::read_to_string(&path).unwrap();
+        std::fs::write(dir.path().join("backend.log"), "x").unwrap();
+        let woke = tokio::time::timeout(Duration::from_millis(300), triggers.events.recv()).await;
+        assert!(woke.is_err(), "a read or a neighbour woke the reload loop");
+        std::fs::write(&path, "a: 2\n").unwrap();
+        let woke = tokio::time::timeout(Duration::from_secs(5), triggers.events.recv()).await;
+        assert!(
+            matches!(woke, Ok(Some(()))),
+            "a write to the config was not seen"
+        );
     }
 }
