@@ -3,12 +3,13 @@
 php-fpm (fastcgi_pass) and a Django /login page through uWSGI (uwsgi_pass), with the same
 backend worker counts for both front ends. Each front end gets one worker; wrk drives it.
 
-Usage: bench/dynamic_bench.py [--seconds 8] [--connections 16] [--workers 2] [--rounds 3]
+Usage: bench/dynamic_bench.py [--seconds 8] [--connections 16] [--workers 2] [--rounds 5]
                               [--skiff LABEL=BINARY ...] [--json out.json]
 
-The machine is shared and noisy, so the two front ends alternate: each round runs Skiff,
-then nginx, on both pages, and the table gives the median of the rounds (every round's
-figures are printed too).
+The machine is shared and noisy, so the front ends run side by side for the whole bench
+and alternate: each round measures every front end on one page, then the next page, with
+the order reversed every other round. The table gives the median of the rounds and the
+median of each round's Skiff/nginx ratio (every round's figures are printed too).
 Requires php-fpm, uwsgi with the python3 plugin, python3-django, nginx and wrk
 (scripts/install-deps.sh --bench installs them) and a built target/release/skiff.
 """
@@ -79,6 +80,54 @@ def start(cmd, **kw):
     return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, **kw)
 
 
+def write_skiff_conf(work, label, port, root, fpm_port, uwsgi_port, keepalive):
+    conf = os.path.join(work, f"skiff-{label}", "skiff.yaml")
+    # Its own folder: the reload watcher then sees only its own file.
+    os.makedirs(os.path.dirname(conf), exist_ok=True)
+    with open(conf, "w") as f:
+        f.write(f"""listen: 127.0.0.1:{port}
+admin_listen: 127.0.0.1:0
+threads: 1
+access_log: {{ format: off }}
+virtual_servers:
+  - name: bench
+    default: true
+    root: {root}
+    rules:
+      - match: {{ path: /login }}
+        action: {{ uwsgi: {{ pool: django }} }}
+      - match: {{ extensions: [php] }}
+        action: {{ fastcgi: {{ pool: php }} }}
+pools:
+  - {{ name: php, protocol: fastcgi, endpoints: ["127.0.0.1:{fpm_port}"], keepalive: {keepalive} }}
+  - {{ name: django, protocol: uwsgi, endpoints: ["127.0.0.1:{uwsgi_port}"] }}
+""")
+    return conf
+
+
+def write_nginx_conf(work, port, root, fpm_port, uwsgi_port, keepalive):
+    conf = os.path.join(work, "nginx.conf")
+    with open(conf, "w") as f:
+        f.write(f"""worker_processes 1; daemon off; master_process off; pid {work}/nginx.pid;
+error_log {work}/nginx.err warn;
+events {{ worker_connections 4096; }}
+http {{
+  access_log off;
+  client_body_temp_path {work}/nb; proxy_temp_path {work}/np; fastcgi_temp_path {work}/nf;
+  uwsgi_temp_path {work}/nu; scgi_temp_path {work}/ns;
+  upstream php {{ server 127.0.0.1:{fpm_port}; {f"keepalive {keepalive};" if keepalive else ""} }}
+  server {{
+    listen 127.0.0.1:{port};
+    root {root};
+    location = /login {{ include /etc/nginx/uwsgi_params; uwsgi_pass 127.0.0.1:{uwsgi_port}; }}
+    location ~ \\.php$ {{ include /etc/nginx/fastcgi_params;
+      fastcgi_param SCRIPT_FILENAME $document_root$fastcgi_script_name; {"fastcgi_keep_conn on;" if keepalive else ""} fastcgi_pass php; }}
+  }}
+}}
+""")
+    return conf
+
+
 def stop(proc):
     try:
         os.killpg(proc.pid, signal.SIGTERM)
@@ -110,7 +159,7 @@ def main():
     ap.add_argument("--workers", type=int, default=2, help="php-fpm children and uWSGI processes")
     ap.add_argument("--keepalive", type=int, default=0,
                     help="FastCGI connections kept for reuse by both front ends (0: none, the default of both)")
-    ap.add_argument("--rounds", type=int, default=3, help="alternating Skiff/nginx rounds; medians are reported")
+    ap.add_argument("--rounds", type=int, default=5, help="alternating Skiff/nginx rounds; medians are reported")
     ap.add_argument("--skiff", action="append", metavar="LABEL=BINARY",
                     help="Skiff builds to compare (repeatable); default skiff=target/release/skiff")
     ap.add_argument("--json")
@@ -144,57 +193,31 @@ def main():
                "--module", "benchsite.wsgi:application"]),
     ]
     results = {}
+    fronts = {}
     try:
         if not (wait_port(fpm_port) and wait_port(uwsgi_port)):
             sys.exit("backends did not start")
-        for front in [f for _ in range(args.rounds) for f in (*skiffs, "nginx")]:
+        # Every front end runs for the whole bench, each on its own port; an idle one costs
+        # nothing. That lets each round measure them back to back on the same page.
+        for front in (*skiffs, "nginx"):
             port = free_port()
             if front in skiffs:
-                conf = os.path.join(work, "skiff.yaml")
-                with open(conf, "w") as f:
-                    f.write(f"""listen: 127.0.0.1:{port}
-admin_listen: 127.0.0.1:0
-threads: 1
-access_log: {{ format: off }}
-virtual_servers:
-  - name: bench
-    default: true
-    root: {root}
-    rules:
-      - match: {{ path: /login }}
-        action: {{ uwsgi: {{ pool: django }} }}
-      - match: {{ extensions: [php] }}
-        action: {{ fastcgi: {{ pool: php }} }}
-pools:
-  - {{ name: php, protocol: fastcgi, endpoints: ["127.0.0.1:{fpm_port}"], keepalive: {args.keepalive} }}
-  - {{ name: django, protocol: uwsgi, endpoints: ["127.0.0.1:{uwsgi_port}"] }}
-""")
-                proc = start(["taskset", "-c", "0", skiffs[front], "run", "--config", conf])
+                proc = start(["taskset", "-c", "0", skiffs[front], "run", "--config",
+                              write_skiff_conf(work, front, port, root, fpm_port, uwsgi_port, args.keepalive)])
             else:
-                conf = os.path.join(work, "nginx.conf")
-                with open(conf, "w") as f:
-                    f.write(f"""worker_processes 1; daemon off; master_process off; pid {work}/nginx.pid;
-error_log {work}/nginx.err warn;
-events {{ worker_connections 4096; }}
-http {{
-  access_log off;
-  client_body_temp_path {work}/nb; proxy_temp_path {work}/np; fastcgi_temp_path {work}/nf;
-  uwsgi_temp_path {work}/nu; scgi_temp_path {work}/ns;
-  upstream php {{ server 127.0.0.1:{fpm_port}; {f"keepalive {args.keepalive};" if args.keepalive else ""} }}
-  server {{
-    listen 127.0.0.1:{port};
-    root {root};
-    location = /login {{ include /etc/nginx/uwsgi_params; uwsgi_pass 127.0.0.1:{uwsgi_port}; }}
-    location ~ \\.php$ {{ include /etc/nginx/fastcgi_params;
-      fastcgi_param SCRIPT_FILENAME $document_root$fastcgi_script_name; {"fastcgi_keep_conn on;" if args.keepalive else ""} fastcgi_pass php; }}
-  }}
-}}
-""")
-                proc = start(["taskset", "-c", "0", "nginx", "-c", conf, "-p", work])
-            try:
-                if not wait_port(port):
-                    sys.exit(f"{front} did not start")
-                for page in ("index.php", "login"):
+                proc = start(["taskset", "-c", "0", "nginx", "-c",
+                              write_nginx_conf(work, port, root, fpm_port, uwsgi_port, args.keepalive), "-p", work])
+            fronts[front] = (proc, port)
+            if not wait_port(port):
+                sys.exit(f"{front} did not start")
+        order = [*skiffs, "nginx"]
+        for r in range(args.rounds):
+            # Alternate who goes first (ABBA...), so a drift in the machine's speed during a
+            # round does not favour one side.
+            this_round = order if r % 2 == 0 else order[::-1]
+            for page in ("index.php", "login"):
+                for front in this_round:
+                    proc, port = fronts[front]
                     url = f"http://127.0.0.1:{port}/{page}"
                     wrk(url, 2, args.connections)  # warm up
                     cpu0 = cpu_seconds(proc.pid)
@@ -202,9 +225,9 @@ http {{
                     cpu = cpu_seconds(proc.pid) - cpu0
                     results.setdefault((front, page), []).append(
                         {"rps": rps, "errors": errors, "front_us_per_req": cpu * 1e6 / max(requests, 1)})
-            finally:
-                stop(proc)
     finally:
+        for proc, _ in fronts.values():
+            stop(proc)
         for b in backends:
             stop(b)
         shutil.rmtree(work, ignore_errors=True)
@@ -214,13 +237,18 @@ http {{
                   "front_us_per_req": statistics.median(r["front_us_per_req"] for r in runs),
                   "errors": sum(r["errors"] for r in runs)} for k, runs in results.items()}
     print(f"backend workers: {args.workers}, FastCGI keepalive: {args.keepalive}, "
-          f"connections: {args.connections}, {args.seconds}s per run, median of {args.rounds} alternating rounds")
+          f"connections: {args.connections}, {args.seconds}s per run, median of {args.rounds} rounds "
+          f"(fronts alternating within each round)")
     for label in skiffs:
-        print(f"| page | {label} req/s | nginx req/s | {label}/nginx | {label} front-end µs/req | nginx front-end µs/req | errors ({label}, nginx) |")
-        print("|---|---|---|---|---|---|---|")
+        print(f"| page | {label} req/s | nginx req/s | {label}/nginx | median of round ratios | "
+              f"{label} front-end µs/req | nginx front-end µs/req | errors ({label}, nginx) |")
+        print("|---|---|---|---|---|---|---|---|")
         for page in ("index.php", "login"):
             s, n = median[(label, page)], median[("nginx", page)]
-            print(f"| /{page} | {s['rps']:.0f} | {n['rps']:.0f} | {s['rps'] / n['rps']:.2f} | "
+            paired = statistics.median(a["rps"] / b["rps"] for a, b in
+                                       zip(results[(label, page)], results[("nginx", page)]))
+            median[(label, page)]["paired_ratio"] = paired
+            print(f"| /{page} | {s['rps']:.0f} | {n['rps']:.0f} | {s['rps'] / n['rps']:.2f} | {paired:.2f} | "
                   f"{s['front_us_per_req']:.1f} | {n['front_us_per_req']:.1f} | {s['errors']}, {n['errors']} |")
     if args.json:
         with open(args.json, "w") as f:
