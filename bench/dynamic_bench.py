@@ -4,11 +4,11 @@ php-fpm (fastcgi_pass) and a Django /login page through uWSGI (uwsgi_pass), with
 backend worker counts for both front ends. Each front end gets one worker; wrk drives it.
 
 Usage: bench/dynamic_bench.py [--seconds 8] [--connections 16] [--workers 2] [--rounds 5]
-                              [--skiff LABEL=BINARY ...] [--json out.json]
+                              [--skiff LABEL=BINARY ...] [--pin-backends] [--json out.json]
 
-The machine is shared and noisy, so the front ends run side by side for the whole bench
-and alternate: each round measures every front end on one page, then the next page, with
-the order reversed every other round. The table gives the median of the rounds and the
+The machine is shared and noisy, so the front ends alternate: each round measures every
+front end on one page, then the next page, with the order reversed every other round (each
+front end runs only while it is measured). The table gives the median of the rounds and the
 median of each round's Skiff/nginx ratio (every round's figures are printed too).
 Requires php-fpm, uwsgi with the python3 plugin, python3-django, nginx and wrk
 (scripts/install-deps.sh --bench installs them) and a built target/release/skiff.
@@ -128,6 +128,24 @@ http {{
     return conf
 
 
+def pin_workers(masters, count):
+    """Pins each backend worker process to one core, alternating (php-fpm's and uWSGI's
+    first worker on CPU 0, the second on CPU 1, ...). Left to the scheduler, where the
+    workers land changes from run to run, and that placement moved a front end's figures
+    by up to 20% between rounds; pinned, every front end meets the same layout."""
+    for master in masters:
+        deadline = time.time() + 20
+        while True:
+            workers = subprocess.run(["pgrep", "-P", str(master.pid)], capture_output=True, text=True).stdout.split()
+            if len(workers) >= count:
+                break
+            if time.time() > deadline:
+                sys.exit(f"{master.args[0]}: {len(workers)} worker processes, expected {count}")
+            time.sleep(0.1)
+        for i, pid in enumerate(sorted(workers, key=int)):
+            subprocess.run(["taskset", "-pc", str(i % 2), pid], check=True, capture_output=True)
+
+
 def stop(proc):
     try:
         os.killpg(proc.pid, signal.SIGTERM)
@@ -162,6 +180,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=5, help="alternating Skiff/nginx rounds; medians are reported")
     ap.add_argument("--skiff", action="append", metavar="LABEL=BINARY",
                     help="Skiff builds to compare (repeatable); default skiff=target/release/skiff")
+    ap.add_argument("--pin-backends", action="store_true",
+                    help="pin backend workers to alternating cores (same layout for every front end, less variance)")
     ap.add_argument("--json")
     args = ap.parse_args()
     skiffs = dict(v.split("=", 1) for v in (args.skiff or [f"skiff={SKIFF}"]))
@@ -197,19 +217,8 @@ def main():
     try:
         if not (wait_port(fpm_port) and wait_port(uwsgi_port)):
             sys.exit("backends did not start")
-        # Every front end runs for the whole bench, each on its own port; an idle one costs
-        # nothing. That lets each round measure them back to back on the same page.
-        for front in (*skiffs, "nginx"):
-            port = free_port()
-            if front in skiffs:
-                proc = start(["taskset", "-c", "0", skiffs[front], "run", "--config",
-                              write_skiff_conf(work, front, port, root, fpm_port, uwsgi_port, args.keepalive)])
-            else:
-                proc = start(["taskset", "-c", "0", "nginx", "-c",
-                              write_nginx_conf(work, port, root, fpm_port, uwsgi_port, args.keepalive), "-p", work])
-            fronts[front] = (proc, port)
-            if not wait_port(port):
-                sys.exit(f"{front} did not start")
+        if args.pin_backends:
+            pin_workers(backends, args.workers)
         order = [*skiffs, "nginx"]
         for r in range(args.rounds):
             # Alternate who goes first (ABBA...), so a drift in the machine's speed during a
@@ -217,14 +226,30 @@ def main():
             this_round = order if r % 2 == 0 else order[::-1]
             for page in ("index.php", "login"):
                 for front in this_round:
-                    proc, port = fronts[front]
-                    url = f"http://127.0.0.1:{port}/{page}"
-                    wrk(url, 2, args.connections)  # warm up
-                    cpu0 = cpu_seconds(proc.pid)
-                    rps, requests, errors = wrk(url, args.seconds, args.connections)
-                    cpu = cpu_seconds(proc.pid) - cpu0
-                    results.setdefault((front, page), []).append(
-                        {"rps": rps, "errors": errors, "front_us_per_req": cpu * 1e6 / max(requests, 1)})
+                    # A front end runs only while it is measured: one that holds FastCGI
+                    # keep-conn connections would otherwise keep php-fpm workers from the
+                    # other.
+                    port = free_port()
+                    if front in skiffs:
+                        conf = write_skiff_conf(work, front, port, root, fpm_port, uwsgi_port, args.keepalive)
+                        proc = start(["taskset", "-c", "0", skiffs[front], "run", "--config", conf])
+                    else:
+                        conf = write_nginx_conf(work, port, root, fpm_port, uwsgi_port, args.keepalive)
+                        proc = start(["taskset", "-c", "0", "nginx", "-c", conf, "-p", work])
+                    fronts[front] = (proc, port)
+                    try:
+                        if not wait_port(port):
+                            sys.exit(f"{front} did not start")
+                        url = f"http://127.0.0.1:{port}/{page}"
+                        wrk(url, 2, args.connections)  # warm up
+                        cpu0 = cpu_seconds(proc.pid)
+                        rps, requests, errors = wrk(url, args.seconds, args.connections)
+                        cpu = cpu_seconds(proc.pid) - cpu0
+                        results.setdefault((front, page), []).append(
+                            {"rps": rps, "errors": errors, "front_us_per_req": cpu * 1e6 / max(requests, 1)})
+                    finally:
+                        stop(proc)
+                        del fronts[front]
     finally:
         for proc, _ in fronts.values():
             stop(proc)

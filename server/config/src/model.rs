@@ -588,7 +588,7 @@ pub struct Pool {
     pub name: String,
     /// The wire protocol: `http`, `fastcgi`, `uwsgi` or `scgi`.
     pub protocol: PoolProtocol,
-    /// Endpoints: `host:port` (a host name is resolved again on every connection, so a headless Service's pods are followed without a reload), or `unix:/path/to.sock`.
+    /// Endpoints: `host:port` (a host name is resolved again every `dns.refresh` and requests rotate over its addresses, so a headless Service's pods are followed without a reload), or `unix:/path/to.sock`.
     pub endpoints: Vec<String>,
     /// How an endpoint is chosen.
     #[serde(default)]

@@ -1,7 +1,8 @@
 //! A pool's endpoints and the policy for choosing one: balancing, passive health
 //! (`max_fails` within `fail_timeout` takes an endpoint out for `fail_timeout`), and a bound
-//! on requests in flight. Host names are resolved again on every connection, so a
-//! Kubernetes headless Service's changing pods are followed without any reload.
+//! on requests in flight. Host names are resolved again every `dns.refresh` (a task per
+//! pool, [`Pool::watch_dns`]) and connections rotate over the addresses, so a Kubernetes
+//! headless Service's changing pods are followed without any reload.
 
 use skiff_config::{Balance, PoolProtocol};
 use std::io;
