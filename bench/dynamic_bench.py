@@ -82,7 +82,7 @@ def start(cmd, **kw):
 
 def write_skiff_conf(work, label, port, root, fpm_port, uwsgi_port, keepalive):
     conf = os.path.join(work, f"skiff-{label}", "skiff.yaml")
-    # Its own folder: the reload watcher then sees only its own file.
+    # One folder per build: each process watches its own config.
     os.makedirs(os.path.dirname(conf), exist_ok=True)
     with open(conf, "w") as f:
         f.write(f"""listen: 127.0.0.1:{port}
@@ -213,7 +213,6 @@ def main():
                "--module", "benchsite.wsgi:application"]),
     ]
     results = {}
-    fronts = {}
     try:
         if not (wait_port(fpm_port) and wait_port(uwsgi_port)):
             sys.exit("backends did not start")
@@ -236,7 +235,6 @@ def main():
                     else:
                         conf = write_nginx_conf(work, port, root, fpm_port, uwsgi_port, args.keepalive)
                         proc = start(["taskset", "-c", "0", "nginx", "-c", conf, "-p", work])
-                    fronts[front] = (proc, port)
                     try:
                         if not wait_port(port):
                             sys.exit(f"{front} did not start")
@@ -249,10 +247,7 @@ def main():
                             {"rps": rps, "errors": errors, "front_us_per_req": cpu * 1e6 / max(requests, 1)})
                     finally:
                         stop(proc)
-                        del fronts[front]
     finally:
-        for proc, _ in fronts.values():
-            stop(proc)
         for b in backends:
             stop(b)
         shutil.rmtree(work, ignore_errors=True)

@@ -187,7 +187,7 @@ fn may_change_config(ev: &notify::Event, config_name: &std::ffi::OsStr) -> bool 
     ev.paths.is_empty()
         || ev.paths.iter().any(|p| match p.file_name() {
             Some(n) => n == config_name || n.as_encoded_bytes().starts_with(b".."),
-            // The folder itself (removed or moved).
+            // A path without a last component ("/"): it cannot be told apart, so check.
             None => true,
         })
 }
