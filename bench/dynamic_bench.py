@@ -4,7 +4,13 @@ php-fpm (fastcgi_pass) and a Django /login page through uWSGI (uwsgi_pass), with
 backend worker counts for both front ends. Each front end gets one worker; wrk drives it.
 
 Usage: bench/dynamic_bench.py [--seconds 8] [--connections 16] [--workers 2] [--rounds 5]
-                              [--skiff LABEL=BINARY ...] [--pin-backends] [--json out.json]
+                              [--skiff "LABEL=BINARY [ARGS]" ...] [--nginx-batch]
+                              [--pin-backends] [--json out.json]
+
+Skiff runs with its defaults, which include SCHED_BATCH serving threads
+(--cpu-scheduling batch); `--skiff "normal=target/release/skiff --cpu-scheduling normal"`
+adds a Skiff on the kernel's default policy, and --nginx-batch an nginx started under
+`chrt --batch 0`, to show what the policy is worth to each server.
 
 The machine is shared and noisy, so the front ends alternate: each round measures every
 front end on one page, then the next page, with the order reversed every other round (each
@@ -17,6 +23,7 @@ import argparse
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -178,13 +185,18 @@ def main():
     ap.add_argument("--keepalive", type=int, default=0,
                     help="FastCGI connections kept for reuse by both front ends (0: none, the default of both)")
     ap.add_argument("--rounds", type=int, default=5, help="alternating Skiff/nginx rounds; medians are reported")
-    ap.add_argument("--skiff", action="append", metavar="LABEL=BINARY",
-                    help="Skiff builds to compare (repeatable); default skiff=target/release/skiff")
+    ap.add_argument("--skiff", action="append", metavar="LABEL=BINARY [ARGS]",
+                    help="Skiff builds to compare, with extra arguments for `skiff run` (repeatable); "
+                         "default skiff=target/release/skiff")
+    ap.add_argument("--nginx-batch", action="store_true",
+                    help="also measure nginx under `chrt --batch 0` (the policy Skiff's threads use)")
     ap.add_argument("--pin-backends", action="store_true",
                     help="pin backend workers to alternating cores (same layout for every front end, less variance)")
     ap.add_argument("--json")
     args = ap.parse_args()
-    skiffs = dict(v.split("=", 1) for v in (args.skiff or [f"skiff={SKIFF}"]))
+    skiffs = {label: shlex.split(cmd) for label, cmd in
+              (v.split("=", 1) for v in (args.skiff or [f"skiff={SKIFF}"]))}
+    nginxes = {"nginx": [], **({"nginx-batch": ["chrt", "--batch", "0"]} if args.nginx_batch else {})}
     for tool in ("wrk", "nginx", "uwsgi"):
         if not shutil.which(tool):
             sys.exit(f"{tool} is not installed: scripts/install-deps.sh --bench")
@@ -218,7 +230,7 @@ def main():
             sys.exit("backends did not start")
         if args.pin_backends:
             pin_workers(backends, args.workers)
-        order = [*skiffs, "nginx"]
+        order = [*skiffs, *nginxes]
         for r in range(args.rounds):
             # Alternate who goes first (ABBA...), so a drift in the machine's speed during a
             # round does not favour one side.
@@ -231,10 +243,11 @@ def main():
                     port = free_port()
                     if front in skiffs:
                         conf = write_skiff_conf(work, front, port, root, fpm_port, uwsgi_port, args.keepalive)
-                        proc = start(["taskset", "-c", "0", skiffs[front], "run", "--config", conf])
+                        binary, *extra = skiffs[front]
+                        proc = start(["taskset", "-c", "0", binary, "run", "--config", conf, *extra])
                     else:
                         conf = write_nginx_conf(work, port, root, fpm_port, uwsgi_port, args.keepalive)
-                        proc = start(["taskset", "-c", "0", "nginx", "-c", conf, "-p", work])
+                        proc = start(["taskset", "-c", "0", *nginxes[front], "nginx", "-c", conf, "-p", work])
                     try:
                         if not wait_port(port):
                             sys.exit(f"{front} did not start")
@@ -259,7 +272,7 @@ def main():
     print(f"backend workers: {args.workers}, FastCGI keepalive: {args.keepalive}, "
           f"connections: {args.connections}, {args.seconds}s per run, median of {args.rounds} rounds "
           f"(fronts alternating within each round)")
-    for label in skiffs:
+    for label in (f for f in [*skiffs, *nginxes] if f != "nginx"):
         print(f"| page | {label} req/s | nginx req/s | {label}/nginx | median of round ratios | "
               f"{label} front-end µs/req | nginx front-end µs/req | errors ({label}, nginx) |")
         print("|---|---|---|---|---|---|---|---|")

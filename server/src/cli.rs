@@ -92,6 +92,16 @@ pub struct TuningArgs {
     /// Longest time in-flight responses get after listening stops.
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration, env = "SKIFF_SHUTDOWN_GRACE")]
     pub shutdown_grace: Duration,
+    /// CPU scheduling of the serving threads: `batch` (SCHED_BATCH) lets a backend that
+    /// shares the core finish its time slice instead of being preempted by every event,
+    /// which the workers then handle together; `normal` is the kernel's default.
+    #[arg(
+        long,
+        value_enum,
+        default_value = "batch",
+        env = "SKIFF_CPU_SCHEDULING"
+    )]
+    pub cpu_scheduling: crate::server::CpuScheduling,
 }
 
 #[derive(Debug, Args)]
@@ -265,6 +275,7 @@ fn settings_for(cfg: &Config, t: &TuningArgs) -> Result<Settings, String> {
         read_chunk_bytes: t.read_chunk_bytes.max(4096),
         shutdown_delay: t.shutdown_delay,
         shutdown_grace: t.shutdown_grace,
+        cpu_scheduling: t.cpu_scheduling,
     })
 }
 
@@ -445,6 +456,7 @@ pub fn serve(
     let admin_text = admin_addr.map_or_else(|| "off".to_owned(), |a| a.to_string());
     tracing::info!(
         threads = shared.settings.threads,
+        cpu_scheduling = ?shared.settings.cpu_scheduling,
         "skiff listening on {addr} admin {admin_text}"
     );
     let grace = shared.settings.shutdown_grace;

@@ -48,4 +48,6 @@ pub struct Settings {
     pub shutdown_delay: Duration,
     /// In-flight responses get this long to finish before the process exits anyway.
     pub shutdown_grace: Duration,
+    /// The serving threads' CPU scheduling policy (server/scheduling.rs says why batch).
+    pub cpu_scheduling: crate::server::CpuScheduling,
 }

@@ -7,8 +7,10 @@ mod body;
 mod fast_h1;
 mod hyper_conn;
 mod rewind;
+pub mod scheduling;
 pub mod shutdown;
 mod worker;
 
+pub use scheduling::CpuScheduling;
 pub use shutdown::{Phase, ShutdownControl};
 pub use worker::{bind_listener, run, Shared};

@@ -91,6 +91,11 @@ fn bind_std(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
 }
 
 fn worker_main(listener: std::net::TcpListener, shared: Arc<Shared>) {
+    let policy = shared.settings.cpu_scheduling;
+    if let Err(e) = policy.apply_to_current_thread() {
+        // A seccomp profile may forbid it; serving works the same, only less batched.
+        tracing::warn!(error = %e, ?policy, "cannot set the worker's CPU scheduling policy");
+    }
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
