@@ -5,7 +5,7 @@ backend worker counts for both front ends. Each front end gets one worker; wrk d
 
 Usage: bench/dynamic_bench.py [--seconds 8] [--connections 16] [--workers 2] [--rounds 5]
                               [--skiff "LABEL=BINARY [ARGS]" ...] [--nginx-batch]
-                              [--pin-backends] [--json out.json]
+                              [--pages index.php login] [--pin-backends] [--json out.json]
 
 Skiff runs with its defaults, which include SCHED_BATCH serving threads
 (--cpu-scheduling batch); `--skiff "normal=target/release/skiff --cpu-scheduling normal"`
@@ -192,6 +192,8 @@ def main():
                     help="also measure nginx under `chrt --batch 0` (the policy Skiff's threads use)")
     ap.add_argument("--pin-backends", action="store_true",
                     help="pin backend workers to alternating cores (same layout for every front end, less variance)")
+    ap.add_argument("--pages", nargs="+", choices=["index.php", "login"], default=["index.php", "login"],
+                    help="pages to measure (default both)")
     ap.add_argument("--json")
     args = ap.parse_args()
     skiffs = {label: shlex.split(cmd) for label, cmd in
@@ -235,7 +237,7 @@ def main():
             # Alternate who goes first (ABBA...), so a drift in the machine's speed during a
             # round does not favour one side.
             this_round = order if r % 2 == 0 else order[::-1]
-            for page in ("index.php", "login"):
+            for page in args.pages:
                 for front in this_round:
                     # A front end runs only while it is measured: one that holds FastCGI
                     # keep-conn connections would otherwise keep php-fpm workers from the
@@ -276,7 +278,7 @@ def main():
         print(f"| page | {label} req/s | nginx req/s | {label}/nginx | median of round ratios | "
               f"{label} front-end µs/req | nginx front-end µs/req | errors ({label}, nginx) |")
         print("|---|---|---|---|---|---|---|---|")
-        for page in ("index.php", "login"):
+        for page in args.pages:
             s, n = median[(label, page)], median[("nginx", page)]
             paired = statistics.median(a["rps"] / b["rps"] for a, b in
                                        zip(results[(label, page)], results[("nginx", page)]))
