@@ -5,8 +5,9 @@
 //! the same core wakes the worker at once and preempts that process: two context switches
 //! and cold caches for one small event, about twice per proxied request. When the edge
 //! shares cores with its backends (a php-fpm sidecar in the same pod, uWSGI on the same
-//! node), those switches cost more CPU than the proxying itself: on this project's 2-core
-//! bench they were about 40% of the front end's CPU per request (BENCHMARKS.md, session 5).
+//! node), those switches cost as much CPU as the proxying itself: on this project's 2-core
+//! bench, SCHED_BATCH halved the front end's CPU per proxied Django request (BENCHMARKS.md,
+//! session 5).
 //!
 //! SCHED_BATCH changes one thing: a waking worker does not preempt the running task; it
 //! runs when that task blocks or its time slice ends (the scheduler tick), and then finds
