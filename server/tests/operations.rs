@@ -1,5 +1,6 @@
 //! Operations through the real binary: metrics, sendfile use, the access log, cache
-//! freshness, a file truncated mid-send, and graceful shutdown with a request in flight.
+//! freshness, a file truncated mid-send, graceful shutdown with a request in flight, and the
+//! serving threads' CPU scheduling policy.
 
 mod common;
 use common::*;
@@ -338,4 +339,49 @@ fn access_log_can_go_to_a_file() {
     assert!(text.contains("\"GET /a.txt HTTP/1.1\" 200 36"), "{text}");
     assert!(text.contains("\"GET /nope HTTP/1.1\" 404"), "{text}");
     assert_eq!(srv.access_log(), "", "nothing on stdout");
+}
+
+/// The scheduling policy of each `skiff-worker-*` thread of a running server, from the
+/// kernel's view of it (`/proc/PID/task/TID/stat`, field 41: 0 is SCHED_OTHER, 3 SCHED_BATCH).
+fn worker_policies(pid: u32) -> Vec<u32> {
+    let mut policies = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let dir = task.unwrap().path();
+        let comm = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
+        if !comm.starts_with("skiff-worker-") {
+            continue;
+        }
+        let stat = std::fs::read_to_string(dir.join("stat")).unwrap();
+        // Fields after the parenthesised name start at field 3.
+        let after_name = stat.rsplit_once(')').unwrap().1;
+        let policy = after_name.split_whitespace().nth(41 - 3).unwrap();
+        policies.push(policy.parse().unwrap());
+    }
+    policies
+}
+
+#[test]
+fn serving_threads_run_under_sched_batch_unless_told_otherwise() {
+    let site = sample_site();
+    let batch = Server::start(site.path(), &[]);
+    // Serve a request first: the policy must hold for threads that are actually serving.
+    assert_eq!(curl_i(&[&batch.url("/a.txt")]).0, 200);
+    assert_eq!(
+        worker_policies(batch.child.id()),
+        vec![3, 3],
+        "two workers, SCHED_BATCH"
+    );
+    assert!(
+        batch.stderr_text().contains("cpu_scheduling=Batch"),
+        "{}",
+        batch.stderr_text()
+    );
+
+    let normal = Server::start(site.path(), &["--cpu-scheduling", "normal"]);
+    assert_eq!(curl_i(&[&normal.url("/a.txt")]).0, 200);
+    assert_eq!(
+        worker_policies(normal.child.id()),
+        vec![0, 0],
+        "two workers, SCHED_OTHER"
+    );
 }
