@@ -1,14 +1,42 @@
 //! The Skiff operator: VirtualServer resources reconciled into the edge tier.
 
 pub mod children;
-pub mod controller;
+mod controller;
 pub mod crd;
-pub mod leader;
-pub mod live_config;
-pub mod metrics;
+mod leader;
+mod live_config;
+mod metrics;
 pub mod render;
 
+pub use children::DEFAULT_IMAGE;
+pub use controller::{error_policy, reconcile, reporter, run, Context, MANAGER};
+pub use leader::Elector;
+pub use metrics::Metrics;
+
 use kube::CustomResourceExt;
+
+/// Why a reconcile failed (an invalid spec is not an error: it is reported in the status).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("VirtualServer has no namespace")]
+    NoNamespace,
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// A bounded label for the error metric.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Error::Kube(kube::Error::Api(s)) if s.code == 409 => "conflict",
+            Error::Kube(kube::Error::Api(_)) => "api",
+            Error::Kube(_) => "transport",
+            Error::NoNamespace => "invalid",
+        }
+    }
+}
 
 /// The CRD as YAML, with a header saying it is generated.
 pub fn crd_yaml() -> String {

@@ -3,6 +3,7 @@
 //! assuming it from what was written to the ConfigMap (the kubelet refreshes ConfigMap
 //! volumes lazily, up to a minute later).
 
+use crate::crd::Reason;
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
@@ -54,7 +55,7 @@ pub fn serving(pod: &Pod) -> bool {
 #[derive(Debug, PartialEq, Eq)]
 pub struct Verdict {
     pub live: bool,
-    pub reason: &'static str,
+    pub reason: Reason,
     pub message: String,
     /// The hash all serving pods agree on, if they do.
     pub live_hash: Option<String>,
@@ -72,7 +73,7 @@ pub fn verdict(desired: &str, reports: &[Option<String>]) -> Verdict {
     if n == 0 {
         return Verdict {
             live: false,
-            reason: "NoPodsServing",
+            reason: Reason::NoPodsServing,
             message: "no edge pod is ready yet".into(),
             live_hash: None,
         };
@@ -80,18 +81,18 @@ pub fn verdict(desired: &str, reports: &[Option<String>]) -> Verdict {
     if on_desired == n {
         return Verdict {
             live: true,
-            reason: "Live",
+            reason: Reason::Live,
             message: format!("{n}/{n} serving pods serve config {desired}"),
             live_hash: agreed,
         };
     }
     let (reason, detail) = if unreachable > 0 {
         (
-            "PodsUnreachable",
+            Reason::PodsUnreachable,
             format!("; {unreachable} did not answer on the admin port"),
         )
     } else {
-        ("Reloading", String::new())
+        (Reason::Reloading, String::new())
     };
     Verdict {
         live: false,
@@ -121,7 +122,7 @@ mod tests {
     fn a_pod_still_on_the_old_config_means_reloading() {
         let v = verdict("new", &[some("new"), some("old")]);
         assert!(!v.live);
-        assert_eq!(v.reason, "Reloading");
+        assert_eq!(v.reason, Reason::Reloading);
         assert_eq!(v.live_hash, None, "the pods disagree");
         assert_eq!(v.message, "1/2 serving pods serve config new");
         let v = verdict("new", &[some("old"), some("old")]);
@@ -136,7 +137,7 @@ mod tests {
     fn a_pod_that_does_not_answer_is_reported_as_such() {
         let v = verdict("new", &[some("new"), None]);
         assert!(!v.live);
-        assert_eq!(v.reason, "PodsUnreachable");
+        assert_eq!(v.reason, Reason::PodsUnreachable);
         assert!(v.message.contains("1 did not answer"), "{}", v.message);
     }
 
@@ -144,6 +145,6 @@ mod tests {
     fn no_serving_pod_is_not_live() {
         let v = verdict("new", &[]);
         assert!(!v.live);
-        assert_eq!(v.reason, "NoPodsServing");
+        assert_eq!(v.reason, Reason::NoPodsServing);
     }
 }

@@ -6,8 +6,7 @@ use http_body_util::Full;
 use hyper::body::Bytes;
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
-use skiff_operator::controller::{self, Context};
-use skiff_operator::metrics::Metrics;
+use skiff_operator::{Context, Elector, Metrics};
 use std::convert::Infallible;
 use std::sync::Arc;
 
@@ -18,7 +17,7 @@ struct Args {
     #[arg(long, env = "SKIFF_OPERATOR_LISTEN", default_value = "0.0.0.0:8081")]
     listen: std::net::SocketAddr,
     /// Edge image for VirtualServers that name none.
-    #[arg(long, env = "SKIFF_OPERATOR_EDGE_IMAGE", default_value = skiff_operator::children::DEFAULT_IMAGE)]
+    #[arg(long, env = "SKIFF_OPERATOR_EDGE_IMAGE", default_value = skiff_operator::DEFAULT_IMAGE)]
     edge_image: String,
     /// Take a Lease before reconciling, so that several replicas can run (one leads).
     #[arg(long, env = "SKIFF_OPERATOR_LEADER_ELECTION", default_value_t = true, action = clap::ArgAction::Set)]
@@ -50,7 +49,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let client = kube::Client::try_default().await?;
     let metrics = Arc::new(Metrics::new());
-    let recorder = kube::runtime::events::Recorder::new(client.clone(), controller::reporter());
+    let recorder = kube::runtime::events::Recorder::new(client.clone(), skiff_operator::reporter());
     let ctx = Arc::new(Context {
         client,
         recorder,
@@ -69,7 +68,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 std::process::id()
             )
         });
-        let elector = skiff_operator::leader::Elector::new(
+        let elector = Elector::new(
             ctx.client.clone(),
             &args.lease_namespace,
             "skiff-operator",
@@ -87,7 +86,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             _ = tokio::signal::ctrl_c() => return Ok(()),
         }
     }
-    controller::run(ctx).await;
+    skiff_operator::run(ctx).await;
     if let Some(leadership) = leadership {
         leadership.release().await;
     }

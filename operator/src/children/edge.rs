@@ -1,0 +1,434 @@
+//! The edge tier's objects: the config ConfigMap, the Deployment of skiff pods, the Service
+//! in front of them, their HPA and PodDisruptionBudget, and the metrics Service.
+
+use super::{labels, metadata, metadata_labelled, selector_labels, DEFAULT_IMAGE};
+use crate::crd::{Autoscaling, Placement, Pool, VirtualServer};
+use crate::render::{self, Rendered};
+use k8s_openapi::api::apps::v1::{
+    Deployment, DeploymentSpec, DeploymentStrategy, RollingUpdateDeployment,
+};
+use k8s_openapi::api::autoscaling::v2::{
+    CrossVersionObjectReference, HorizontalPodAutoscaler, HorizontalPodAutoscalerSpec, MetricSpec,
+    MetricTarget, ResourceMetricSource,
+};
+use k8s_openapi::api::core::v1::{
+    Capabilities, ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource,
+    EnvVar, HTTPGetAction, PersistentVolumeClaimVolumeSource, PodSecurityContext, PodSpec,
+    PodTemplateSpec, Probe, ResourceRequirements, SeccompProfile, SecretVolumeSource,
+    SecurityContext, Service, ServicePort, ServiceSpec, Volume, VolumeMount,
+};
+use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::ResourceExt;
+use std::collections::BTreeMap;
+
+/// Seconds the edge keeps listening after SIGTERM while its endpoint is removed.
+const SHUTDOWN_DELAY_SECONDS: i64 = 5;
+/// The uid and gid of the edge pods (the image's nonroot user).
+const NONROOT: i64 = 65532;
+
+pub fn config_map_name(vs: &VirtualServer) -> String {
+    format!("{}-config", vs.name_any())
+}
+
+pub fn config_map(vs: &VirtualServer, rendered: &Rendered) -> ConfigMap {
+    ConfigMap {
+        metadata: metadata(vs, &config_map_name(vs)),
+        data: Some(BTreeMap::from([(
+            render::CONFIG_FILE.to_string(),
+            rendered.yaml.clone(),
+        )])),
+        ..ConfigMap::default()
+    }
+}
+
+/// The edge Deployment. A config-only change does not touch the pod template: the pods
+/// hot-reload the mounted ConfigMap (mounted as a directory, never subPath, so the kubelet
+/// updates it). Changes to the template roll pod by pod with maxUnavailable 0.
+pub fn deployment(vs: &VirtualServer) -> Deployment {
+    let spec = &vs.spec;
+    let image = spec.image.as_deref().unwrap_or(DEFAULT_IMAGE);
+    let mut volumes = vec![Volume {
+        name: "config".into(),
+        config_map: Some(ConfigMapVolumeSource {
+            name: config_map_name(vs),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }];
+    let mut mounts = vec![
+        mount("config", render::CONFIG_DIR, true),
+        mount("site", render::SITE_ROOT, true),
+    ];
+    let mut init_containers = vec![];
+    let content = &spec.content;
+    match (
+        &content.config_map,
+        &content.persistent_volume_claim,
+        &content.image,
+    ) {
+        (Some(cm), _, _) => volumes.push(Volume {
+            name: "site".into(),
+            config_map: Some(ConfigMapVolumeSource {
+                name: cm.clone(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        (_, Some(claim), _) => volumes.push(Volume {
+            name: "site".into(),
+            persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                claim_name: claim.clone(),
+                read_only: Some(true),
+            }),
+            ..Default::default()
+        }),
+        (_, _, Some(content_image)) => {
+            volumes.push(empty_dir("site"));
+            // The content image needs no shell: the skiff binary from the edge image
+            // copies the tree (`skiff copy-tree`), run from a shared emptyDir.
+            volumes.push(empty_dir("tools"));
+            init_containers.push(Container {
+                name: "skiff-tools".into(),
+                image: Some(image.into()),
+                command: Some(strings(["/skiff", "copy-tree", "/skiff", "/tools/skiff"])),
+                volume_mounts: Some(vec![mount("tools", "/tools", false)]),
+                security_context: Some(container_security()),
+                ..Default::default()
+            });
+            init_containers.push(Container {
+                name: "content".into(),
+                image: Some(content_image.reference.clone()),
+                command: Some(strings([
+                    "/tools/skiff",
+                    "copy-tree",
+                    &content_image.path,
+                    "/site",
+                ])),
+                volume_mounts: Some(vec![
+                    mount("tools", "/tools", true),
+                    mount("site", "/site", false),
+                ]),
+                security_context: Some(container_security()),
+                ..Default::default()
+            });
+        }
+        (None, None, None) => {}
+    }
+    let sidecars: Vec<&Pool> = spec
+        .pools
+        .iter()
+        .filter(|p| p.placement == Placement::Sidecar && p.image.is_some())
+        .collect();
+    if !sidecars.is_empty() {
+        volumes.push(empty_dir("pool-sockets"));
+        mounts.push(VolumeMount {
+            name: "pool-sockets".into(),
+            mount_path: render::SOCKET_DIR.into(),
+            ..Default::default()
+        });
+    }
+    for rule in &spec.rules {
+        if let Some(auth) = &rule.basic_auth {
+            let volume = format!("auth-{}", auth.secret_name);
+            if !volumes.iter().any(|v| v.name == volume) {
+                volumes.push(Volume {
+                    name: volume.clone(),
+                    secret: Some(SecretVolumeSource {
+                        secret_name: Some(auth.secret_name.clone()),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                });
+                let path = format!("{}/{}", render::AUTH_DIR, auth.secret_name);
+                mounts.push(mount(&volume, &path, true));
+            }
+        }
+    }
+    let config_path = format!("{}/{}", render::CONFIG_DIR, render::CONFIG_FILE);
+    let shutdown_delay = format!("{SHUTDOWN_DELAY_SECONDS}s");
+    let mut containers = vec![Container {
+        name: "skiff".into(),
+        image: Some(image.into()),
+        args: Some(strings([
+            "run",
+            "--config",
+            &config_path,
+            "--shutdown-delay",
+            &shutdown_delay,
+        ])),
+        ports: Some(vec![
+            container_port("http", render::HTTP_PORT),
+            container_port("admin", render::ADMIN_PORT),
+        ]),
+        readiness_probe: Some(http_probe("/readyz", 2, 1)),
+        liveness_probe: Some(http_probe("/healthz", 10, 3)),
+        resources: Some(spec.resources.clone().unwrap_or_else(|| {
+            requirements(
+                [("cpu", "100m"), ("memory", "64Mi")],
+                Some([("memory", "256Mi")]),
+            )
+        })),
+        security_context: Some(container_security()),
+        volume_mounts: Some(mounts),
+        ..Default::default()
+    }];
+    containers.extend(sidecars.into_iter().map(|p| Container {
+        name: format!("pool-{}", p.name),
+        image: p.image.clone(),
+        env: Some(env(&p.env)),
+        command: non_empty(&p.command),
+        args: non_empty(&p.args),
+        resources: p.resources.clone(),
+        volume_mounts: Some(vec![VolumeMount {
+            name: "pool-sockets".into(),
+            mount_path: render::SOCKET_DIR.into(),
+            ..Default::default()
+        }]),
+        ..Default::default()
+    }));
+    let pod = PodSpec {
+        termination_grace_period_seconds: Some(SHUTDOWN_DELAY_SECONDS + 30),
+        automount_service_account_token: Some(false),
+        enable_service_links: Some(false),
+        security_context: Some(PodSecurityContext {
+            run_as_non_root: Some(true),
+            run_as_user: Some(NONROOT),
+            run_as_group: Some(NONROOT),
+            fs_group: Some(NONROOT),
+            seccomp_profile: Some(SeccompProfile {
+                type_: "RuntimeDefault".into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        init_containers: Some(init_containers),
+        containers,
+        volumes: Some(volumes),
+        ..Default::default()
+    };
+    Deployment {
+        metadata: metadata(vs, &vs.name_any()),
+        spec: Some(DeploymentSpec {
+            // With an HPA the replica count is the HPA's: leaving it out of the applied
+            // object keeps the operator from fighting it.
+            replicas: spec
+                .autoscaling
+                .is_none()
+                .then(|| spec.replicas.unwrap_or(2)),
+            selector: match_labels(selector_labels(vs)),
+            strategy: Some(surge_one_at_a_time()),
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(selector_labels(vs)),
+                    ..Default::default()
+                }),
+                spec: Some(pod),
+            },
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+pub fn service(vs: &VirtualServer) -> Service {
+    let (type_, port) = vs
+        .spec
+        .service
+        .as_ref()
+        .map_or(("ClusterIP", 80), |s| (s.type_.as_str(), s.port));
+    Service {
+        metadata: metadata(vs, &vs.name_any()),
+        spec: Some(ServiceSpec {
+            type_: Some(type_.into()),
+            selector: Some(selector_labels(vs)),
+            ports: Some(vec![ServicePort {
+                name: Some("http".into()),
+                port: port.into(),
+                target_port: Some(IntOrString::String("http".into())),
+                protocol: Some("TCP".into()),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// The edge HPA, when autoscaling is on.
+pub fn autoscaler(vs: &VirtualServer) -> Option<HorizontalPodAutoscaler> {
+    let a = vs.spec.autoscaling.as_ref()?;
+    Some(cpu_autoscaler(metadata(vs, &vs.name_any()), a))
+}
+
+/// An HPA scaling the Deployment of the same name on CPU utilization.
+pub(super) fn cpu_autoscaler(metadata: ObjectMeta, a: &Autoscaling) -> HorizontalPodAutoscaler {
+    let target = metadata.name.clone().unwrap_or_default();
+    HorizontalPodAutoscaler {
+        metadata,
+        spec: Some(HorizontalPodAutoscalerSpec {
+            scale_target_ref: CrossVersionObjectReference {
+                api_version: Some("apps/v1".into()),
+                kind: "Deployment".into(),
+                name: target,
+            },
+            min_replicas: Some(a.min_replicas),
+            max_replicas: a.max_replicas,
+            metrics: Some(vec![MetricSpec {
+                type_: "Resource".into(),
+                resource: Some(ResourceMetricSource {
+                    name: "cpu".into(),
+                    target: MetricTarget {
+                        type_: "Utilization".into(),
+                        average_utilization: Some(a.target_cpu_utilization),
+                        ..Default::default()
+                    },
+                }),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// Keeps one edge pod serving through voluntary disruptions (node drains).
+pub fn disruption_budget(vs: &VirtualServer) -> PodDisruptionBudget {
+    PodDisruptionBudget {
+        metadata: metadata(vs, &vs.name_any()),
+        spec: Some(PodDisruptionBudgetSpec {
+            max_unavailable: Some(IntOrString::Int(1)),
+            selector: Some(match_labels(selector_labels(vs))),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// A headless Service for the edge pods' admin port (/metrics), for Prometheus.
+pub fn metrics_service(vs: &VirtualServer) -> Service {
+    let name = format!("{}-metrics", vs.name_any());
+    Service {
+        metadata: metadata_labelled(vs, &name, "skiff.dev/metrics", "true"),
+        spec: Some(ServiceSpec {
+            cluster_ip: Some("None".into()),
+            selector: Some(selector_labels(vs)),
+            ports: Some(vec![ServicePort {
+                name: Some("admin".into()),
+                port: render::ADMIN_PORT.into(),
+                target_port: Some(IntOrString::String("admin".into())),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// Rolling updates that add one pod before taking one away.
+pub(super) fn surge_one_at_a_time() -> DeploymentStrategy {
+    DeploymentStrategy {
+        type_: Some("RollingUpdate".into()),
+        rolling_update: Some(RollingUpdateDeployment {
+            max_unavailable: Some(IntOrString::Int(0)),
+            max_surge: Some(IntOrString::Int(1)),
+        }),
+    }
+}
+
+pub(super) fn match_labels(labels: BTreeMap<String, String>) -> LabelSelector {
+    LabelSelector {
+        match_labels: Some(labels),
+        ..Default::default()
+    }
+}
+
+/// The container environment from a name-to-value map.
+pub(super) fn env(vars: &BTreeMap<String, String>) -> Vec<EnvVar> {
+    vars.iter()
+        .map(|(name, value)| EnvVar {
+            name: name.clone(),
+            value: Some(value.clone()),
+            ..Default::default()
+        })
+        .collect()
+}
+
+/// `None` for an empty list, so that the image's own command or args apply.
+pub(super) fn non_empty(list: &[String]) -> Option<Vec<String>> {
+    (!list.is_empty()).then(|| list.to_vec())
+}
+
+pub(super) fn container_port(name: &str, port: u16) -> ContainerPort {
+    ContainerPort {
+        name: Some(name.into()),
+        container_port: port.into(),
+        ..Default::default()
+    }
+}
+
+/// Resource requests, and limits when given.
+pub(super) fn requirements<const N: usize, const M: usize>(
+    requests: [(&str, &str); N],
+    limits: Option<[(&str, &str); M]>,
+) -> ResourceRequirements {
+    let quantities = |pairs: BTreeMap<String, String>| {
+        pairs
+            .into_iter()
+            .map(|(k, v)| (k, Quantity(v)))
+            .collect::<BTreeMap<_, _>>()
+    };
+    ResourceRequirements {
+        requests: Some(quantities(labels(requests))),
+        limits: limits.map(|l| quantities(labels(l))),
+        ..Default::default()
+    }
+}
+
+fn http_probe(path: &str, period_seconds: i32, failure_threshold: i32) -> Probe {
+    Probe {
+        http_get: Some(HTTPGetAction {
+            path: Some(path.into()),
+            port: IntOrString::String("admin".into()),
+            ..Default::default()
+        }),
+        period_seconds: Some(period_seconds),
+        failure_threshold: Some(failure_threshold),
+        ..Default::default()
+    }
+}
+
+fn container_security() -> SecurityContext {
+    SecurityContext {
+        allow_privilege_escalation: Some(false),
+        read_only_root_filesystem: Some(true),
+        capabilities: Some(Capabilities {
+            drop: Some(strings(["ALL"])),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn mount(name: &str, path: &str, read_only: bool) -> VolumeMount {
+    VolumeMount {
+        name: name.into(),
+        mount_path: path.into(),
+        read_only: read_only.then_some(true),
+        ..Default::default()
+    }
+}
+
+fn empty_dir(name: &str) -> Volume {
+    Volume {
+        name: name.into(),
+        empty_dir: Some(EmptyDirVolumeSource::default()),
+        ..Default::default()
+    }
+}
+
+fn strings<const N: usize>(items: [&str; N]) -> Vec<String> {
+    items.into_iter().map(String::from).collect()
+}

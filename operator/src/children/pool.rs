@@ -1,0 +1,118 @@
+//! The workload of a `placement: pool` backend: its Deployment, the headless Service the
+//! edge resolves, and its HPA.
+
+use super::edge::{
+    container_port, cpu_autoscaler, env, match_labels, non_empty, requirements, surge_one_at_a_time,
+};
+use super::{labels, metadata_labelled, POOL_LABEL};
+use crate::crd::{Placement, Pool, VirtualServer};
+use crate::render;
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
+use k8s_openapi::api::core::v1::{
+    Container, PodSpec, PodTemplateSpec, Probe, Service, ServicePort, ServiceSpec, TCPSocketAction,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::ResourceExt;
+use std::collections::BTreeMap;
+
+/// The port a backend listens on when the pool names none.
+const DEFAULT_PORT: u16 = 9000;
+
+/// The pools that run as their own workload: `placement: pool` with an image.
+pub fn pooled(vs: &VirtualServer) -> impl Iterator<Item = &Pool> {
+    vs.spec
+        .pools
+        .iter()
+        .filter(|p| p.placement == Placement::Pool && p.image.is_some())
+}
+
+/// Labels of a `placement: pool` backend's pods (distinct from the edge pods', so the edge
+/// Service never selects them).
+pub fn pool_labels(vs: &VirtualServer, pool: &str) -> BTreeMap<String, String> {
+    labels([
+        ("app.kubernetes.io/name", "skiff-pool"),
+        ("app.kubernetes.io/instance", &vs.name_any()),
+        (POOL_LABEL, pool),
+    ])
+}
+
+fn pool_metadata(vs: &VirtualServer, pool: &str) -> ObjectMeta {
+    let name = render::pool_workload_name(&vs.name_any(), pool);
+    metadata_labelled(vs, &name, POOL_LABEL, pool)
+}
+
+/// A `placement: pool` backend's Deployment.
+pub fn pool_deployment(vs: &VirtualServer, p: &Pool) -> Deployment {
+    let container = Container {
+        name: p.name.clone(),
+        image: p.image.clone(),
+        env: Some(env(&p.env)),
+        command: non_empty(&p.command),
+        args: non_empty(&p.args),
+        ports: Some(vec![container_port(
+            "backend",
+            p.port.unwrap_or(DEFAULT_PORT),
+        )]),
+        readiness_probe: Some(Probe {
+            tcp_socket: Some(TCPSocketAction {
+                port: IntOrString::String("backend".into()),
+                ..Default::default()
+            }),
+            period_seconds: Some(2),
+            ..Default::default()
+        }),
+        resources: Some(p.resources.clone().unwrap_or_else(|| {
+            requirements([("cpu", "100m"), ("memory", "64Mi")], None::<[_; 0]>)
+        })),
+        ..Default::default()
+    };
+    Deployment {
+        metadata: pool_metadata(vs, &p.name),
+        spec: Some(DeploymentSpec {
+            replicas: p.autoscaling.is_none().then_some(2),
+            selector: match_labels(pool_labels(vs, &p.name)),
+            strategy: Some(surge_one_at_a_time()),
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(pool_labels(vs, &p.name)),
+                    ..Default::default()
+                }),
+                spec: Some(PodSpec {
+                    enable_service_links: Some(false),
+                    containers: vec![container],
+                    ..Default::default()
+                }),
+            },
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// A `placement: pool` backend's headless Service: its DNS name resolves to every ready
+/// pod, and the edge re-resolves it every few seconds.
+pub fn pool_service(vs: &VirtualServer, p: &Pool) -> Service {
+    Service {
+        metadata: pool_metadata(vs, &p.name),
+        spec: Some(ServiceSpec {
+            cluster_ip: Some("None".into()),
+            selector: Some(pool_labels(vs, &p.name)),
+            ports: Some(vec![ServicePort {
+                name: Some("backend".into()),
+                port: p.port.unwrap_or(DEFAULT_PORT).into(),
+                target_port: Some(IntOrString::String("backend".into())),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// A `placement: pool` backend's HPA, when it autoscales.
+pub fn pool_autoscaler(vs: &VirtualServer, p: &Pool) -> Option<HorizontalPodAutoscaler> {
+    let a = p.autoscaling.as_ref()?;
+    Some(cpu_autoscaler(pool_metadata(vs, &p.name), a))
+}

@@ -1,0 +1,118 @@
+//! Applying the children: server-side apply with the operator's field manager, deletion of
+//! the HPAs and pool workloads the spec no longer asks for.
+
+use super::{key, MANAGER};
+use crate::children::{self, Children};
+use crate::crd::VirtualServer;
+use crate::Result;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::NamespaceResourceScope;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
+use kube::{Api, Client, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use std::fmt::Debug;
+
+/// The edge Deployment and Service as the apiserver returned them from the apply: their
+/// status and cluster IP feed the VirtualServer's status.
+pub(super) struct Applied {
+    pub deployment: Deployment,
+    pub service: Service,
+}
+
+/// Applies every child the edge and its pools need, in a fixed order: the config first, so
+/// that a new Deployment's pods start with it.
+pub(super) async fn children(
+    client: &Client,
+    ns: &str,
+    vs: &VirtualServer,
+    children: &Children,
+) -> Result<Applied> {
+    apply(client, ns, &children.config_map).await?;
+    let deployment = apply(client, ns, &children.deployment).await?;
+    let service = apply(client, ns, &children.service).await?;
+    apply_or_delete(client, ns, &vs.name_any(), children.autoscaler.as_ref()).await?;
+    apply(client, ns, &children.disruption_budget).await?;
+    for pool in &children.pools {
+        apply(client, ns, &pool.deployment).await?;
+        apply(client, ns, &pool.service).await?;
+        apply_or_delete(client, ns, &pool.name, pool.autoscaler.as_ref()).await?;
+    }
+    remove_dropped_pools(client, ns, vs).await?;
+    Ok(Applied {
+        deployment,
+        service,
+    })
+}
+
+/// Server-side apply of a namespaced object with the operator's field manager. Re-applying
+/// an unchanged object changes nothing, so a settled VirtualServer causes no writes.
+pub(super) async fn apply<K>(client: &Client, ns: &str, object: &K) -> Result<K>
+where
+    K: Resource<Scope = NamespaceResourceScope> + Clone + Debug + Serialize + DeserializeOwned,
+    <K as Resource>::DynamicType: Default,
+{
+    let api: Api<K> = Api::namespaced(client.clone(), ns);
+    let name = object.meta().name.as_deref().expect("children have names");
+    let params = PatchParams::apply(MANAGER).force();
+    Ok(api.patch(name, &params, &Patch::Apply(object)).await?)
+}
+
+/// Applies `object` when there is one, or deletes what may have been applied as `name`.
+async fn apply_or_delete<K>(client: &Client, ns: &str, name: &str, object: Option<&K>) -> Result<()>
+where
+    K: Resource<Scope = NamespaceResourceScope> + Clone + Debug + Serialize + DeserializeOwned,
+    <K as Resource>::DynamicType: Default,
+{
+    match object {
+        Some(object) => apply(client, ns, object).await.map(drop),
+        None => delete_if_present::<K>(client, ns, name).await,
+    }
+}
+
+async fn delete_if_present<K>(client: &Client, ns: &str, name: &str) -> Result<()>
+where
+    K: Resource<Scope = NamespaceResourceScope> + Clone + Debug + DeserializeOwned,
+    <K as Resource>::DynamicType: Default,
+{
+    let api: Api<K> = Api::namespaced(client.clone(), ns);
+    match api.delete(name, &DeleteParams::background()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Deletes the workloads of pools no longer in the spec (or no longer `placement: pool`),
+/// found by label among the Deployments this VirtualServer owns.
+async fn remove_dropped_pools(client: &Client, ns: &str, vs: &VirtualServer) -> Result<()> {
+    let keep: Vec<&str> = children::pooled(vs).map(|p| p.name.as_str()).collect();
+    let selector = format!(
+        "app.kubernetes.io/instance={},{}",
+        vs.name_any(),
+        children::POOL_LABEL
+    );
+    let deployments = Api::<Deployment>::namespaced(client.clone(), ns)
+        .list(&ListParams::default().labels(&selector))
+        .await?;
+    let uid = vs.uid().unwrap_or_default();
+    for d in deployments.items {
+        let pool = d
+            .labels()
+            .get(children::POOL_LABEL)
+            .cloned()
+            .unwrap_or_default();
+        let ours = d.owner_references().iter().any(|o| o.uid == uid);
+        if keep.contains(&pool.as_str()) || !ours {
+            continue;
+        }
+        let name = d.name_any();
+        tracing::info!(virtualserver = %key(vs), pool, "removing a dropped pool's workload");
+        delete_if_present::<Deployment>(client, ns, &name).await?;
+        delete_if_present::<Service>(client, ns, &name).await?;
+        delete_if_present::<HorizontalPodAutoscaler>(client, ns, &name).await?;
+    }
+    Ok(())
+}

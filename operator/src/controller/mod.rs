@@ -1,0 +1,204 @@
+//! The reconcile loop: a VirtualServer in, its children server-side applied, its status
+//! written. An invalid config is never applied: `Accepted=False` carries the validator's
+//! message and the children (and so the pods' config) stay as they were.
+//!
+//! One reconcile runs in four steps, each in its own module: rendering (the spec into a
+//! config and typed children, no API call: `crate::render`, `crate::children`), applying
+//! them ([`apply`]), the optional integrations (cert-manager, the Prometheus Operator:
+//! [`integrations`]), and the status with its Events ([`status`]).
+
+mod apply;
+mod integrations;
+mod observe;
+mod status;
+
+#[cfg(test)]
+mod tests;
+
+use crate::children::Children;
+use crate::crd::{EventReason, VirtualServer};
+use crate::metrics::Metrics;
+use crate::{render, Error, Result};
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
+use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+use kube::{Api, Client, Resource, ResourceExt};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The one field manager for every object and status the operator writes.
+pub const MANAGER: &str = "skiff-operator";
+
+/// What reconcile needs besides the object.
+pub struct Context {
+    pub client: Client,
+    pub recorder: Recorder,
+    pub metrics: Arc<Metrics>,
+    /// Edge image used when a VirtualServer names none.
+    pub default_image: String,
+}
+
+pub async fn run(ctx: Arc<Context>) {
+    let client = ctx.client.clone();
+    let vs: Api<VirtualServer> = Api::all(client.clone());
+    let managed = format!(
+        "{}={}",
+        crate::children::MANAGED_BY.0,
+        crate::children::MANAGED_BY.1
+    );
+    let wc = watcher::Config::default().labels(&managed);
+    let mut controller = Controller::new(vs, watcher::Config::default());
+    ctx.metrics.watch(controller.store());
+    // cert-manager or the Prometheus Operator installed (or removed) after the operator:
+    // every VirtualServer is reconciled again, so its Certificate or ServiceMonitor appears
+    // without waiting for an edit. One watch per CRD name keeps the (large) CRDs of other
+    // projects out of memory.
+    for crd in integrations::CRDS {
+        let store = controller.store();
+        controller = controller.watches(
+            Api::<CustomResourceDefinition>::all(client.clone()),
+            watcher::Config::default().fields(&format!("metadata.name={crd}")),
+            move |_| {
+                store
+                    .state()
+                    .iter()
+                    .map(|vs| ObjectRef::from_obj(vs.as_ref()))
+                    .collect::<Vec<_>>()
+            },
+        );
+    }
+    controller
+        .owns(Api::<Deployment>::all(client.clone()), wc.clone())
+        .owns(Api::<ConfigMap>::all(client.clone()), wc.clone())
+        .owns(Api::<Service>::all(client.clone()), wc.clone())
+        .owns(
+            Api::<HorizontalPodAutoscaler>::all(client.clone()),
+            wc.clone(),
+        )
+        .owns(Api::<PodDisruptionBudget>::all(client.clone()), wc.clone())
+        // A burst of edits becomes one reconcile (and at most one rollout).
+        .with_config(ControllerConfig::default().debounce(Duration::from_millis(500)))
+        .shutdown_on_signal()
+        .run(reconcile, error_policy, ctx)
+        .for_each(|result| async move {
+            if let Err(e) = result {
+                tracing::debug!(error = %e, "reconcile stream");
+            }
+        })
+        .await;
+}
+
+/// Backs off exponentially per object on errors: 1 s, 2 s, 4 s... up to 5 minutes.
+pub fn error_policy(vs: Arc<VirtualServer>, error: &Error, ctx: Arc<Context>) -> Action {
+    ctx.metrics.reconcile_error(error.reason());
+    let failures = ctx.metrics.failure_streak(&key(&vs), true);
+    let delay = Duration::from_secs(1u64 << failures.min(8)).min(Duration::from_secs(300));
+    tracing::warn!(virtualserver = %key(&vs), error = %error, retry_in = ?delay, "reconcile failed");
+    Action::requeue(delay)
+}
+
+fn key(vs: &VirtualServer) -> String {
+    format!("{}/{}", vs.namespace().unwrap_or_default(), vs.name_any())
+}
+
+pub async fn reconcile(vs: Arc<VirtualServer>, ctx: Arc<Context>) -> Result<Action> {
+    let started = Instant::now();
+    let result = reconcile_inner(&vs, &ctx).await;
+    ctx.metrics.reconciled(started.elapsed());
+    if result.is_ok() {
+        ctx.metrics.failure_streak(&key(&vs), false);
+    }
+    result
+}
+
+async fn reconcile_inner(vs: &VirtualServer, ctx: &Context) -> Result<Action> {
+    let ns = vs.namespace().ok_or(Error::NoNamespace)?;
+    let client = &ctx.client;
+    let old = vs.status.clone().unwrap_or_default();
+    let mut vs = vs.clone();
+    if vs.spec.image.is_none() {
+        vs.spec.image = Some(ctx.default_image.clone());
+    }
+
+    // Rendering: no API call, and nothing is applied unless the config is valid.
+    let rendered = match render::server_config(&vs) {
+        Ok(r) => r,
+        Err(invalid) => {
+            let status = status::rejected(&old, vs.metadata.generation, &invalid);
+            if status::write(client, &vs, &old, status).await? {
+                publish(
+                    ctx,
+                    &vs,
+                    EventType::Warning,
+                    EventReason::Rejected,
+                    &invalid.0,
+                )
+                .await;
+            }
+            return Ok(Action::requeue(status::REJECTED_REQUEUE));
+        }
+    };
+    let children = Children::new(&vs, &rendered);
+
+    // Applying.
+    let missing = observe::missing_refs(client, &ns, &vs).await?;
+    let applied = apply::children(client, &ns, &vs, &children).await?;
+
+    // Integrations.
+    let monitored = integrations::monitoring(client, &ns, &vs, &children).await?;
+    let certificate = integrations::certificate(client, &ns, &vs, &children).await?;
+
+    // Status.
+    let live = observe::live_config(client, &ns, &vs, &rendered.hash).await?;
+    let observed = status::Observed {
+        rendered: &rendered,
+        missing_refs: missing,
+        monitored,
+        certificate,
+        deployment: &applied.deployment,
+        service: &applied.service,
+        live,
+        selector: crate::children::selector_string(&vs),
+    };
+    let status = status::accepted(&old, vs.metadata.generation, &observed);
+    if status::write(client, &vs, &old, status).await? {
+        if let Some((reason, note)) = status::event(&old, &observed) {
+            publish(ctx, &vs, EventType::Normal, reason, &note).await;
+        }
+    }
+    Ok(Action::requeue(observed.requeue_after()))
+}
+
+async fn publish(
+    ctx: &Context,
+    vs: &VirtualServer,
+    type_: EventType,
+    reason: EventReason,
+    note: &str,
+) {
+    let ev = Event {
+        type_,
+        reason: reason.to_string(),
+        note: Some(note.chars().take(1000).collect()),
+        action: "Reconcile".into(),
+        secondary: None,
+    };
+    if let Err(e) = ctx.recorder.publish(&ev, &vs.object_ref(&())).await {
+        tracing::warn!(error = %e, "cannot publish an Event");
+    }
+}
+
+/// Reporter for Events: the operator's Deployment, and its pod when known.
+pub fn reporter() -> Reporter {
+    Reporter {
+        controller: MANAGER.into(),
+        instance: std::env::var("POD_NAME").ok(),
+    }
+}

@@ -1,0 +1,299 @@
+//! The status a reconcile writes: its conditions computed from what the reconcile observed
+//! (pure functions, tested without an apiserver), the write itself (only when something
+//! changed), the Event that goes with it, and when to look again.
+
+use super::MANAGER;
+use crate::crd::{
+    Condition, ConditionType, EventReason, Reason, VirtualServer, VirtualServerStatus,
+};
+use crate::live_config::Verdict;
+use crate::render::{Invalid, Rendered};
+use crate::Result;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Service;
+use kube::api::{Patch, PatchParams};
+use kube::{Api, Client, Resource, ResourceExt};
+use serde::Serialize;
+use std::borrow::Cow;
+use std::time::Duration;
+
+/// How soon a rejected spec is looked at again (an edit reconciles it at once anyway).
+pub(super) const REJECTED_REQUEUE: Duration = Duration::from_secs(300);
+
+/// One condition's status, reason and message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Outcome {
+    pub ok: bool,
+    pub reason: Reason,
+    pub message: String,
+}
+
+impl Outcome {
+    pub fn yes(reason: Reason, message: impl Into<String>) -> Outcome {
+        Outcome {
+            ok: true,
+            reason,
+            message: message.into(),
+        }
+    }
+
+    pub fn no(reason: Reason, message: impl Into<String>) -> Outcome {
+        Outcome {
+            ok: false,
+            reason,
+            message: message.into(),
+        }
+    }
+}
+
+impl From<&Verdict> for Outcome {
+    fn from(v: &Verdict) -> Outcome {
+        Outcome {
+            ok: v.live,
+            reason: v.reason,
+            message: v.message.clone(),
+        }
+    }
+}
+
+/// What a reconcile of a valid spec found, from which its status follows.
+pub(super) struct Observed<'a> {
+    pub rendered: &'a Rendered,
+    /// The message of `ResolvedRefs=False`, when a referenced object is missing.
+    pub missing_refs: Option<String>,
+    pub monitored: Outcome,
+    /// `None` without `spec.tls`.
+    pub certificate: Option<Outcome>,
+    /// The edge Deployment and Service as the apply returned them.
+    pub deployment: &'a Deployment,
+    pub service: &'a Service,
+    pub live: Verdict,
+    pub selector: String,
+}
+
+impl Observed<'_> {
+    /// Replicas the Deployment wants, and how many are ready.
+    fn replicas(&self) -> (i32, i32) {
+        let want = self
+            .deployment
+            .spec
+            .as_ref()
+            .and_then(|s| s.replicas)
+            .unwrap_or(1);
+        let ready = self
+            .deployment
+            .status
+            .as_ref()
+            .and_then(|s| s.ready_replicas)
+            .unwrap_or(0);
+        (want, ready)
+    }
+
+    /// Whether the Deployment controller has rolled out the current template everywhere.
+    fn settled(&self) -> bool {
+        let ds = self.deployment.status.clone().unwrap_or_default();
+        let (want, _) = self.replicas();
+        ds.observed_generation == self.deployment.metadata.generation
+            && ds.updated_replicas.unwrap_or(0) == want
+            && ds.available_replicas.unwrap_or(0) == want
+    }
+
+    /// The Deployment controller has not caught up with a new template yet: a rollout starts.
+    fn rolling(&self) -> bool {
+        self.deployment
+            .status
+            .as_ref()
+            .and_then(|s| s.observed_generation)
+            < self.deployment.metadata.generation
+    }
+
+    fn ready(&self) -> Outcome {
+        let (want, ready) = self.replicas();
+        let message = format!("{ready}/{want} edge pods ready");
+        if self.settled() && ready > 0 {
+            Outcome::yes(Reason::Available, message)
+        } else {
+            Outcome::no(Reason::RollingOut, message)
+        }
+    }
+
+    /// When to reconcile again. Not settled yet: look again soon (the owned-Deployment
+    /// watch usually comes first). A reload on its way is looked at again soon; pods that
+    /// do not answer (an operator outside the cluster, a NetworkPolicy) less often.
+    /// cert-manager's Certificates are not watched (their CRD may not exist): while one is
+    /// pending, look again soon rather than at the settled interval.
+    pub fn requeue_after(&self) -> Duration {
+        let certificate_pending = self
+            .certificate
+            .as_ref()
+            .is_some_and(|c| !c.ok && c.reason == Reason::Pending);
+        if !self.settled() || self.live.reason == Reason::Reloading {
+            Duration::from_secs(5)
+        } else if self.live.reason == Reason::PodsUnreachable {
+            Duration::from_secs(30)
+        } else if certificate_pending {
+            Duration::from_secs(10)
+        } else {
+            Duration::from_secs(300)
+        }
+    }
+}
+
+/// The status of a spec that does not render into a valid config: the validator's message,
+/// and the previous config keeps serving.
+pub(super) fn rejected(
+    old: &VirtualServerStatus,
+    generation: Option<i64>,
+    invalid: &Invalid,
+) -> VirtualServerStatus {
+    let mut status = old.clone();
+    let mut set = |type_, outcome| set_condition(&mut status, generation, type_, outcome);
+    set(
+        ConditionType::Accepted,
+        Outcome::no(Reason::InvalidConfig, invalid.0.clone()),
+    );
+    set(
+        ConditionType::Ready,
+        Outcome::no(Reason::InvalidConfig, "the previous config keeps serving"),
+    );
+    status.observed_generation = generation;
+    status
+}
+
+/// The status of an accepted spec whose children were applied.
+pub(super) fn accepted(
+    old: &VirtualServerStatus,
+    generation: Option<i64>,
+    observed: &Observed<'_>,
+) -> VirtualServerStatus {
+    let mut status = old.clone();
+    status.observed_generation = generation;
+    let mut set = |type_, outcome| set_condition(&mut status, generation, type_, outcome);
+    set(
+        ConditionType::Accepted,
+        Outcome::yes(Reason::Valid, "the generated config passed validation"),
+    );
+    set(
+        ConditionType::ResolvedRefs,
+        match &observed.missing_refs {
+            None => Outcome::yes(Reason::Resolved, "every referenced object exists"),
+            Some(m) => Outcome::no(Reason::RefNotFound, m.clone()),
+        },
+    );
+    set(ConditionType::Monitored, observed.monitored.clone());
+    if let Some(certificate) = &observed.certificate {
+        set(ConditionType::CertificateReady, certificate.clone());
+    }
+    set(ConditionType::Ready, observed.ready());
+    set(ConditionType::ConfigLive, Outcome::from(&observed.live));
+    if observed.certificate.is_none() {
+        status
+            .conditions
+            .retain(|c| !c.is(ConditionType::CertificateReady));
+    }
+    let (_, ready) = observed.replicas();
+    status.live_config_hash = observed.live.live_hash.clone();
+    status.replicas = observed.deployment.status.as_ref().and_then(|s| s.replicas);
+    status.ready_replicas = Some(ready);
+    status.selector = Some(observed.selector.clone());
+    status.address = observed
+        .service
+        .spec
+        .as_ref()
+        .and_then(|s| s.cluster_ip.clone());
+    status.config_hash = Some(observed.rendered.hash.clone());
+    status
+}
+
+/// The Event for a status just written about an accepted spec, if it says something new:
+/// the children created, a rollout started, or a config delivered in place.
+pub(super) fn event(
+    old: &VirtualServerStatus,
+    observed: &Observed<'_>,
+) -> Option<(EventReason, String)> {
+    let hash = &observed.rendered.hash;
+    if old.observed_generation.is_none() {
+        Some((
+            EventReason::Created,
+            "edge Deployment, Service and config created".into(),
+        ))
+    } else if observed.rolling() {
+        Some((
+            EventReason::RollingOut,
+            "the pod template changed; pods roll one by one".into(),
+        ))
+    } else if old.config_hash.as_deref() != Some(hash.as_str()) {
+        Some((
+            EventReason::Updated,
+            format!("config {hash} delivered in place; pods hot-reload it"),
+        ))
+    } else {
+        None
+    }
+}
+
+/// Sets a condition, keeping its transition time when its status did not change.
+pub(super) fn set_condition(
+    status: &mut VirtualServerStatus,
+    generation: Option<i64>,
+    type_: ConditionType,
+    outcome: Outcome,
+) {
+    let value = if outcome.ok { "True" } else { "False" };
+    let now = k8s_openapi::jiff::Timestamp::now()
+        .round(k8s_openapi::jiff::Unit::Second)
+        .unwrap()
+        .to_string();
+    let since = status
+        .conditions
+        .iter()
+        .find(|c| c.is(type_) && c.status == value)
+        .map_or(now, |c| c.last_transition_time.clone());
+    status.conditions.retain(|c| !c.is(type_));
+    status.conditions.push(Condition {
+        type_: type_.to_string(),
+        status: value.into(),
+        reason: outcome.reason.to_string(),
+        message: outcome.message,
+        observed_generation: generation,
+        last_transition_time: since,
+    });
+    status.conditions.sort_by(|a, b| a.type_.cmp(&b.type_));
+}
+
+/// The body of a server-side apply of the status subresource.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct StatusApply<'a> {
+    api_version: Cow<'a, str>,
+    kind: Cow<'a, str>,
+    status: &'a VirtualServerStatus,
+}
+
+/// Writes the status subresource by server-side apply, only when it changed. Returns
+/// whether it wrote. Kept apart from the children's apply, so a status write never
+/// touches the config path and the config path never waits on status.
+pub(super) async fn write(
+    client: &Client,
+    vs: &VirtualServer,
+    old: &VirtualServerStatus,
+    new: VirtualServerStatus,
+) -> Result<bool> {
+    if *old == new {
+        return Ok(false);
+    }
+    let api: Api<VirtualServer> =
+        Api::namespaced(client.clone(), &vs.namespace().unwrap_or_default());
+    let body = StatusApply {
+        api_version: VirtualServer::api_version(&()),
+        kind: VirtualServer::kind(&()),
+        status: &new,
+    };
+    api.patch_status(
+        &vs.name_any(),
+        &PatchParams::apply(MANAGER).force(),
+        &Patch::Apply(&body),
+    )
+    .await?;
+    Ok(true)
+}

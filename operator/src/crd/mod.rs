@@ -1,0 +1,10 @@
+//! The `VirtualServer` custom resource (skiff.dev/v1alpha1): its spec, next to its status.
+//! `crdgen` writes the CRD from these types into crds/virtualserver.yaml.
+
+mod rules;
+mod spec;
+mod status;
+
+pub use rules::*;
+pub use spec::*;
+pub use status::*;

@@ -1,0 +1,323 @@
+//! The spec's top level: hosts, content, pools, scaling, the edge pods' settings and TLS.
+//! The rules sit in `rules.rs`, the status in `status.rs`.
+
+use super::rules::Rule;
+use super::status::VirtualServerStatus;
+use k8s_openapi::api::core::v1::ResourceRequirements;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// A static site on an autoscaled farm of Skiff edge servers, with rules that route some
+/// paths to FastCGI, uWSGI, SCGI or HTTP backend pools.
+// clippy reads the repeated `type_ = ...` of the printcolumns as duplicated attributes.
+#[allow(clippy::duplicated_attributes)]
+#[derive(CustomResource, Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "skiff.dev",
+    version = "v1alpha1",
+    kind = "VirtualServer",
+    plural = "virtualservers",
+    shortname = "skiffvs",
+    category = "skiff",
+    namespaced,
+    status = "VirtualServerStatus",
+    doc = "A static site served by an autoscaled farm of Skiff edge servers",
+    scale(
+        spec_replicas_path = ".spec.replicas",
+        status_replicas_path = ".status.replicas",
+        label_selector_path = ".status.selector"
+    ),
+    printcolumn(name = "Hosts", type_ = "string", json_path = ".spec.hosts"),
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(
+        name = "Replicas",
+        type_ = "integer",
+        json_path = ".status.readyReplicas"
+    ),
+    printcolumn(name = "Config", type_ = "string", json_path = ".status.configHash"),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct VirtualServerSpec {
+    /// Host names this site answers: exact (`www.example.com`) or a leading wildcard
+    /// (`*.example.com`). Requests for other hosts get the first host's site too.
+    #[schemars(length(min = 1, max = 64))]
+    pub hosts: Vec<String>,
+    /// The static files to serve: a read-only volume, or an OCI image holding them.
+    pub content: Content,
+    /// Ordered rules; the first whose match fits a request handles it. Requests no rule
+    /// matches are served from the content.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    // Bounded so the apiserver's CEL cost estimate for the per-rule checks fits its budget.
+    #[schemars(length(max = 64))]
+    pub rules: Vec<Rule>,
+    /// Backend pools that rules route to by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
+    pub pools: Vec<Pool>,
+    /// Edge replicas when autoscaling is off (and the starting count when it is on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub replicas: Option<i32>,
+    /// Horizontal autoscaling of the edge farm on CPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autoscaling: Option<Autoscaling>,
+    /// CPU and memory for each edge pod. Requests are needed for CPU autoscaling; the
+    /// default asks for 100m CPU and 64Mi memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceRequirements>,
+    /// The in-memory I/O cache of each edge pod.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<Cache>,
+    /// On-the-fly compression of text responses (each file version compressed once).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compression: Option<Compression>,
+    /// Access log format on the pods' stdout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_format: Option<LogFormat>,
+    /// The Service in front of the edge pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service: Option<ServicePorts>,
+    /// TLS: a Secret holding the certificate, or a cert-manager issuer to get one from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<Tls>,
+    /// The skiff image for the edge pods; the operator's default when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+}
+
+/// Where the site's files come from. Exactly one of the fields is set.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "[has(self.configMap), has(self.persistentVolumeClaim), has(self.image)].exists_one(x, x)",
+    "message": "content needs exactly one of configMap, persistentVolumeClaim or image"
+}]))]
+pub struct Content {
+    /// A ConfigMap whose keys are the files (small sites).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_map: Option<String>,
+    /// A PersistentVolumeClaim holding the files, mounted read-only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub persistent_volume_claim: Option<String>,
+    /// An OCI image holding the files; an init container copies them into an emptyDir.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<ContentImage>,
+}
+
+/// Site files shipped in an image.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ContentImage {
+    /// The image reference.
+    pub reference: String,
+    /// The folder inside the image that holds the site.
+    #[serde(default = "default_content_path")]
+    pub path: String,
+}
+
+fn default_content_path() -> String {
+    "/site".into()
+}
+
+/// A backend pool and, when an image is given, the workload that runs it.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": "has(self.image) || has(self.endpoints)", "message": "a pool needs an image to run, or endpoints to reach"},
+    {"rule": "!has(self.socket) || self.placement == 'sidecar'", "message": "a unix socket only works with placement: sidecar"}
+]))]
+pub struct Pool {
+    /// The name rules use.
+    #[schemars(
+        length(min = 1, max = 40),
+        regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    )]
+    pub name: String,
+    /// The wire protocol.
+    pub protocol: PoolProtocol,
+    /// The backend image (php-fpm, uWSGI...); omit it to reach existing `endpoints`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// Command for the backend container.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub command: Vec<String>,
+    /// Arguments for the backend container.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    /// Environment of the backend container.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    /// The TCP port the backend listens on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 65535))]
+    pub port: Option<u16>,
+    /// A unix socket file name in the shared emptyDir (sidecar placement only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub socket: Option<String>,
+    /// `sidecar`: in every edge pod; `pool`: its own Deployment, headless Service and HPA.
+    #[serde(default)]
+    pub placement: Placement,
+    /// Existing endpoints (`host:port`, `unix:/path`) when no image is run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub endpoints: Vec<String>,
+    /// CPU and memory of the backend container.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceRequirements>,
+    /// Autoscaling of a `pool` placement.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autoscaling: Option<Autoscaling>,
+}
+
+/// Backend wire protocols.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum PoolProtocol {
+    Fastcgi,
+    Uwsgi,
+    Scgi,
+    Http,
+}
+
+/// Where a pool's backend runs.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Placement {
+    /// In each edge pod, over a unix socket or localhost.
+    Sidecar,
+    /// In its own autoscaled Deployment behind a headless Service.
+    #[default]
+    Pool,
+}
+
+/// HorizontalPodAutoscaler settings.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": "self.minReplicas <= self.maxReplicas", "message": "minReplicas must not exceed maxReplicas"}
+]))]
+pub struct Autoscaling {
+    /// Lowest replica count.
+    #[schemars(range(min = 1))]
+    pub min_replicas: i32,
+    /// Highest replica count.
+    #[schemars(range(min = 1))]
+    pub max_replicas: i32,
+    /// Average CPU utilization to aim for, in percent of the request.
+    #[serde(default = "default_cpu_target")]
+    #[schemars(range(min = 1, max = 100))]
+    pub target_cpu_utilization: i32,
+}
+
+fn default_cpu_target() -> i32 {
+    70
+}
+
+/// Response compression.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Compression {
+    /// Codings offered, best first among equals: `br`, `zstd`, `gzip` (all three by default).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 3))]
+    pub encodings: Vec<Coding>,
+    /// Bodies smaller than this many bytes go uncompressed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_size: Option<u64>,
+    /// Media types compressed, exact (`application/json`) or by type (`text/*`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
+    pub types: Vec<String>,
+}
+
+/// A content coding.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Coding {
+    Br,
+    Zstd,
+    Gzip,
+}
+
+/// I/O cache sizes.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Cache {
+    /// Total bytes held in memory per pod.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_bytes: Option<u64>,
+    /// Largest file held in memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_file_size: Option<u64>,
+}
+
+/// Access log formats.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    Combined,
+    Json,
+    Off,
+}
+
+/// The Service in front of the edge pods.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ServicePorts {
+    /// ClusterIP, NodePort or LoadBalancer.
+    #[serde(default = "default_service_type", rename = "type")]
+    #[schemars(regex(pattern = "^(ClusterIP|NodePort|LoadBalancer)$"))]
+    pub type_: String,
+    /// The HTTP port.
+    #[serde(default = "default_http_port")]
+    #[schemars(range(min = 1, max = 65535))]
+    pub port: u16,
+}
+
+fn default_service_type() -> String {
+    "ClusterIP".into()
+}
+
+fn default_http_port() -> u16 {
+    80
+}
+
+/// TLS for the hosts. Exactly one field is set.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "has(self.secretName) != has(self.issuerRef)",
+    "message": "tls needs exactly one of secretName or issuerRef"
+}]))]
+pub struct Tls {
+    /// A kubernetes.io/tls Secret in this namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_name: Option<String>,
+    /// A cert-manager Issuer or ClusterIssuer to request a Certificate from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issuer_ref: Option<IssuerRef>,
+}
+
+/// A cert-manager issuer.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+pub struct IssuerRef {
+    /// The issuer's name.
+    pub name: String,
+    /// `Issuer` or `ClusterIssuer`.
+    #[serde(default = "default_issuer_kind")]
+    pub kind: String,
+}
+
+fn default_issuer_kind() -> String {
+    "Issuer".into()
+}

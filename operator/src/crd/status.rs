@@ -1,0 +1,191 @@
+//! What the operator writes back: the status subresource and its conditions.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// What the operator last observed and did.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VirtualServerStatus {
+    /// The generation these conditions describe.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// Accepted, ResolvedRefs, Ready, ConfigLive, Monitored and CertificateReady.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// Edge pods in the Deployment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<i32>,
+    /// Edge pods ready to serve.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_replicas: Option<i32>,
+    /// The label selector of the edge pods (for the scale subresource).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<String>,
+    /// The Service's address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
+    /// Hash of the server config the pods were given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_hash: Option<String>,
+    /// Hash of the config every ready edge pod reports serving (read back from each pod's
+    /// admin `/config-hash`); equal to `configHash` once a change has been hot-reloaded
+    /// everywhere. The ConfigLive condition says how many pods are there yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub live_config_hash: Option<String>,
+}
+
+/// A status condition, shaped like metav1.Condition.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Condition {
+    /// Accepted, ResolvedRefs, Ready, ConfigLive, Monitored or CertificateReady.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// True, False or Unknown.
+    pub status: String,
+    /// A CamelCase reason.
+    pub reason: String,
+    /// Details for people.
+    pub message: String,
+    /// The generation the condition was computed from.
+    pub observed_generation: Option<i64>,
+    /// When the status last changed (RFC 3339).
+    pub last_transition_time: String,
+}
+
+impl Condition {
+    /// Whether this is the condition of type `type_`.
+    pub fn is(&self, type_: ConditionType) -> bool {
+        self.type_ == type_.as_str()
+    }
+
+    /// Whether its status is `True`.
+    pub fn is_true(&self) -> bool {
+        self.status == "True"
+    }
+}
+
+/// Defines a string-valued enum with `as_str()` and `Display`: the strings are the ones
+/// written into the status, so they never change.
+macro_rules! vocabulary {
+    ($(#[$doc:meta])* $name:ident { $($(#[$vdoc:meta])* $variant:ident),* $(,)? }) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum $name {
+            $($(#[$vdoc])* $variant,)*
+        }
+
+        impl $name {
+            /// Every value, in declaration order.
+            pub const ALL: &'static [$name] = &[$($name::$variant),*];
+
+            /// The string written into the status.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => stringify!($variant),)*
+                }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+vocabulary! {
+    /// The condition types a VirtualServer's status carries.
+    ConditionType {
+        /// The spec rendered into a config the server's validator accepts.
+        Accepted,
+        /// Every referenced ConfigMap, PersistentVolumeClaim and Secret exists.
+        ResolvedRefs,
+        /// The edge Deployment is rolled out and has ready pods.
+        Ready,
+        /// Every serving pod reports the desired config hash.
+        ConfigLive,
+        /// A ServiceMonitor scrapes the edge pods.
+        Monitored,
+        /// The TLS certificate is in place (only with `spec.tls`).
+        CertificateReady,
+    }
+}
+
+vocabulary! {
+    /// The CamelCase reasons of the conditions.
+    Reason {
+        /// Accepted: the config passed validation.
+        Valid,
+        /// Accepted and Ready: the spec does not render into a valid config.
+        InvalidConfig,
+        /// ResolvedRefs: every referenced object exists.
+        Resolved,
+        /// ResolvedRefs: a referenced object is missing.
+        RefNotFound,
+        /// Ready: the rollout is complete with ready pods.
+        Available,
+        /// Ready: pods are still being replaced or started.
+        RollingOut,
+        /// Monitored: a ServiceMonitor was applied.
+        ServiceMonitorCreated,
+        /// Monitored: the Prometheus Operator's CRD is absent.
+        PrometheusOperatorNotInstalled,
+        /// CertificateReady: the named Secret exists.
+        SecretFound,
+        /// CertificateReady: the named Secret does not exist.
+        SecretNotFound,
+        /// CertificateReady: tls.issuerRef without cert-manager's CRDs.
+        CertManagerNotInstalled,
+        /// CertificateReady: cert-manager issued the Certificate.
+        Issued,
+        /// CertificateReady: the Certificate is requested but not ready.
+        Pending,
+        /// ConfigLive: no edge pod is ready.
+        NoPodsServing,
+        /// ConfigLive: every serving pod serves the desired config.
+        Live,
+        /// ConfigLive: some serving pods did not answer on the admin port.
+        PodsUnreachable,
+        /// ConfigLive: some serving pods still serve an older config.
+        Reloading,
+    }
+}
+
+vocabulary! {
+    /// The reasons of the Events the operator publishes about a VirtualServer.
+    EventReason {
+        /// The spec was refused; the previous config keeps serving.
+        Rejected,
+        /// The children were created.
+        Created,
+        /// The pod template changed.
+        RollingOut,
+        /// A new config was delivered in place.
+        Updated,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_vocabulary_is_the_strings_written_into_the_status() {
+        assert_eq!(ConditionType::Ready.as_str(), "Ready");
+        assert_eq!(
+            ConditionType::CertificateReady.to_string(),
+            "CertificateReady"
+        );
+        assert_eq!(Reason::Reloading.as_str(), "Reloading");
+        assert_eq!(
+            Reason::PrometheusOperatorNotInstalled.to_string(),
+            "PrometheusOperatorNotInstalled"
+        );
+        assert_eq!(EventReason::Rejected.as_str(), "Rejected");
+        assert_eq!(ConditionType::ALL.len(), 6);
+        assert_eq!(Reason::ALL.len(), 17);
+    }
+}
