@@ -5,7 +5,7 @@
 
 use bytes::BytesMut;
 use libfuzzer_sys::fuzz_target;
-use skiff::upstream::fastcgi::{Decoder, Event};
+use skiff_codec::fastcgi::{Decoder, Event};
 
 fuzz_target!(|input: (u16, Vec<u8>, Vec<u8>)| {
     let (id, slicing, data) = input;

@@ -5,7 +5,7 @@
 
 use bytes::BytesMut;
 use libfuzzer_sys::fuzz_target;
-use skiff::upstream::fastcgi::encode_params;
+use skiff_codec::fastcgi::encode_params;
 
 fn read_len(b: &[u8], at: &mut usize) -> usize {
     if b[*at] < 128 {

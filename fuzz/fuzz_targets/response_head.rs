@@ -6,7 +6,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use skiff::upstream::response::{parse_head, MAX_HEAD};
+use skiff_codec::response_head::{parse_head, MAX_HEAD};
 
 fuzz_target!(|data: &[u8]| {
     match parse_head(data) {

@@ -4,7 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use skiff::upstream::scgi::encode_request;
+use skiff_codec::scgi::encode_request;
 
 /// CGI variables as name/value byte strings.
 type Vars = Vec<(Vec<u8>, Vec<u8>)>;

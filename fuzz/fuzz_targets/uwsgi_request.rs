@@ -4,7 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use skiff::upstream::uwsgi::encode_request;
+use skiff_codec::uwsgi::encode_request;
 
 fuzz_target!(|pairs: Vec<(Vec<u8>, Vec<u8>)>| {
     let packet = match encode_request(pairs.iter().map(|(k, v)| (k.as_slice(), v.as_slice()))) {

@@ -23,6 +23,12 @@ pub struct LogRecord<'a> {
     pub referer: Option<&'a [u8]>,
     pub user_agent: Option<&'a [u8]>,
     pub duration_us: u64,
+    /// Time to the response head, in microseconds (JSON only).
+    pub first_byte_us: u64,
+    /// The virtual server that answered (JSON only).
+    pub vhost: &'a str,
+    /// The backend pool that answered, if any (JSON only).
+    pub pool: Option<&'a str>,
 }
 
 /// Where log lines go. Each worker writes whole buffers with one write(2); a file is opened
@@ -67,11 +73,6 @@ impl AccessLog {
 
     pub fn enabled(&self) -> bool {
         self.format != LogFormat::Off
-    }
-
-    /// Only the JSON format records durations; the combined format has no field for it.
-    pub fn wants_duration(&self) -> bool {
-        self.format == LogFormat::Json
     }
 
     pub fn log(&mut self, r: &LogRecord<'_>) {
@@ -143,9 +144,20 @@ pub fn format_json(out: &mut Vec<u8>, r: &LogRecord<'_>) {
     escape_json(out, r.target.as_bytes());
     let _ = write!(
         out,
-        "\",\"protocol\":\"{}\",\"status\":{},\"bytes\":{},\"duration_us\":{},\"referer\":",
-        r.version, r.status, r.bytes, r.duration_us
+        "\",\"protocol\":\"{}\",\"status\":{},\"bytes\":{},\"duration_us\":{},\"first_byte_us\":{},\"vhost\":\"",
+        r.version, r.status, r.bytes, r.duration_us, r.first_byte_us
     );
+    escape_json(out, r.vhost.as_bytes());
+    out.extend_from_slice(b"\",\"pool\":");
+    match r.pool {
+        Some(p) => {
+            out.push(b'"');
+            escape_json(out, p.as_bytes());
+            out.push(b'"');
+        }
+        None => out.extend_from_slice(b"null"),
+    }
+    out.extend_from_slice(b",\"referer\":");
     for (i, field) in [r.referer, r.user_agent].into_iter().enumerate() {
         if i == 1 {
             out.extend_from_slice(b",\"user_agent\":");
@@ -215,6 +227,9 @@ mod tests {
             referer: None,
             user_agent: ua,
             duration_us: 42,
+            first_byte_us: 7,
+            vhost: "shop \"main\"",
+            pool: None,
         }
     }
 
@@ -245,5 +260,22 @@ mod tests {
             "{line}"
         );
         assert!(line.contains("\"target\":\"/a b?\\\"x\\\"\""), "{line}");
+        assert!(
+            line.contains("\"duration_us\":42,\"first_byte_us\":7,\"vhost\":\"shop \\\"main\\\"\",\"pool\":null,"),
+            "{line}"
+        );
+        let mut out = Vec::new();
+        format_json(
+            &mut out,
+            &LogRecord {
+                pool: Some("php"),
+                ..record(None)
+            },
+        );
+        let line = String::from_utf8(out).unwrap();
+        assert!(
+            line.contains("\"pool\":\"php\",\"referer\":null,\"user_agent\":null}"),
+            "{line}"
+        );
     }
 }

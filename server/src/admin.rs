@@ -4,7 +4,7 @@
 //! back to report which config is live).
 
 use crate::metrics::Metrics;
-use crate::server::{Phase, ShutdownControl};
+use crate::shutdown::{Phase, ShutdownControl};
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body_util::Full;

@@ -1,22 +1,22 @@
-//! Command line. Every flag can also be set through an environment variable (`env=`),
-//! which is how the Kubernetes manifests configure the server.
+//! Command line: the flags, their translation into a configuration and restart-only
+//! settings, and the commands. Every flag can also be set through an environment
+//! variable (`env=`), which is how the Kubernetes manifests configure the server. The
+//! serving process itself is `lifecycle`.
 
 use crate::access_log::LogFormat;
-use crate::admin;
 use crate::app::{App, ServeOverrides};
 use crate::cache::{CacheSettings, FileCache, RootRegistry};
-use crate::metrics::Metrics;
-use crate::reload::{self, ConfigFile};
-use crate::server::{self, Phase, Shared, ShutdownControl};
-use crate::settings::{Limits, Settings};
-use arc_swap::ArcSwap;
+use crate::error::{ConfigError, StartError};
+use crate::lifecycle;
+use crate::reload::ConfigFile;
+use crate::settings::{ConnLimits, Settings};
 use clap::{Args, Parser, Subcommand};
 use http::HeaderValue;
 use skiff_config::Config;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -101,7 +101,7 @@ pub struct TuningArgs {
         default_value = "batch",
         env = "SKIFF_CPU_SCHEDULING"
     )]
-    pub cpu_scheduling: crate::server::CpuScheduling,
+    pub cpu_scheduling: crate::listener::CpuScheduling,
 }
 
 #[derive(Debug, Args)]
@@ -177,12 +177,11 @@ pub struct ServeArgs {
 
 impl ServeArgs {
     /// The zero-config server as a configuration: one default virtual server.
-    pub fn into_config(self) -> Result<(Config, ServeOverrides, TuningArgs), String> {
+    pub fn into_config(self) -> Result<(Config, ServeOverrides, TuningArgs), ConfigError> {
         let cache_control = match &self.cache_control {
-            Some(v) => Some(
-                HeaderValue::from_str(v)
-                    .map_err(|_| format!("--cache-control {v:?} is not a valid header value"))?,
-            ),
+            Some(v) => Some(HeaderValue::from_str(v).map_err(|_| {
+                ConfigError::Flag(format!("--cache-control {v:?} is not a valid header value"))
+            })?),
             None => None,
         };
         let cfg = Config {
@@ -230,15 +229,18 @@ impl ServeArgs {
         };
         let issues = skiff_config::validate(&cfg);
         if let Some(i) = issues.first() {
-            return Err(format!("{}: {}", i.path, i.message));
+            return Err(ConfigError::Flag(format!("{}: {}", i.path, i.message)));
         }
         Ok((cfg, ServeOverrides { cache_control }, self.tuning))
     }
 }
 
 /// The restart-only settings of a validated configuration.
-fn settings_for(cfg: &Config, t: &TuningArgs) -> Result<Settings, String> {
-    let addr = |s: &str| s.parse::<SocketAddr>().map_err(|e| format!("{s:?}: {e}"));
+fn settings_for(cfg: &Config, t: &TuningArgs) -> Result<Settings, ConfigError> {
+    let addr = |s: &str| {
+        s.parse::<SocketAddr>()
+            .map_err(|e| ConfigError::Invalid(format!("{s:?}: {e}")))
+    };
     Ok(Settings {
         listen: addr(&cfg.listen)?,
         admin_listen: Some(addr(&cfg.admin_listen)?),
@@ -251,7 +253,7 @@ fn settings_for(cfg: &Config, t: &TuningArgs) -> Result<Settings, String> {
             revalidate: cfg.cache.revalidate,
             keep_descriptor_from: t.sendfile_min_bytes,
         },
-        limits: Limits {
+        limits: ConnLimits {
             max_header_bytes: cfg.limits.max_header_bytes,
             max_request_line: cfg.limits.max_request_line,
             header_timeout: cfg.limits.header_timeout,
@@ -266,7 +268,7 @@ fn settings_for(cfg: &Config, t: &TuningArgs) -> Result<Settings, String> {
         access_log_destination: crate::access_log::Destination::open(
             cfg.access_log.path.as_deref(),
         )
-        .map_err(|e| format!("access_log.path: {e}"))?,
+        .map_err(|e| ConfigError::Invalid(format!("access_log.path: {e}")))?,
         sendfile_min_bytes: t.sendfile_min_bytes,
         sendfile_max_bytes: t.sendfile_max_bytes,
         sendfile_chunk_bytes: t.sendfile_chunk_bytes.max(64 * 1024),
@@ -282,30 +284,14 @@ fn settings_for(cfg: &Config, t: &TuningArgs) -> Result<Settings, String> {
 /// Runs the CLI; returns the process exit code.
 pub fn main() -> i32 {
     let cli = Cli::parse();
-    init_logging();
+    lifecycle::init_logging();
     let result = match cli.command {
-        Command::Serve(args) => (*args).into_config().and_then(|(cfg, overrides, tuning)| {
-            let base = std::env::current_dir().map_err(|e| e.to_string())?;
-            // The command line identifies a zero-config server; rendering the config to YAML
-            // only to hash it would pull the YAML serializer into every start.
-            let hash = skiff_config::config_hash(&std::env::args().collect::<Vec<_>>().join(" "));
-            serve(cfg, hash, &tuning, &base, overrides, None)
-        }),
+        Command::Serve(args) => serve_flags(*args),
         Command::Run(args) => {
             let file = ConfigFile {
                 path: args.config.clone(),
             };
-            // The hash of the file's text, so the reloader knows it unchanged.
-            file.read().and_then(|(cfg, hash)| {
-                serve(
-                    cfg,
-                    hash,
-                    &args.tuning,
-                    &file.base(),
-                    ServeOverrides::default(),
-                    Some(file),
-                )
-            })
+            run_file(file, &args.tuning)
         }
         Command::Check(args) => return check(&args.config),
         Command::ConfigSchema => {
@@ -342,21 +328,31 @@ pub fn main() -> i32 {
     }
 }
 
-/// Diagnostics to stderr. `RUST_LOG` takes `LEVEL` or `target=LEVEL,...` (the Targets
-/// syntax: no regex engine, so nothing heavy is touched at startup); the default is info.
-fn init_logging() {
-    use tracing_subscriber::layer::SubscriberExt;
-    use tracing_subscriber::util::SubscriberInitExt;
-    let filter = std::env::var("RUST_LOG")
-        .ok()
-        .and_then(|v| v.parse::<tracing_subscriber::filter::Targets>().ok())
-        .unwrap_or_else(|| {
-            tracing_subscriber::filter::Targets::new().with_default(tracing::Level::INFO)
-        });
-    tracing_subscriber::registry()
-        .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
-        .with(filter)
-        .init();
+/// `skiff serve`: the configuration the flags make.
+fn serve_flags(args: ServeArgs) -> Result<(), StartError> {
+    let (cfg, overrides, tuning) = args.into_config()?;
+    let base = std::env::current_dir().map_err(StartError::WorkingDir)?;
+    // The command line identifies a zero-config server; rendering the config to YAML
+    // only to hash it would pull the YAML serializer into every start.
+    let hash = skiff_config::config_hash(&std::env::args().collect::<Vec<_>>().join(" "));
+    let settings = settings_for(&cfg, &tuning)?;
+    lifecycle::serve(cfg, hash, settings, &base, overrides, None)
+}
+
+/// `skiff run`: a configuration file, reloaded when it changes.
+fn run_file(file: ConfigFile, tuning: &TuningArgs) -> Result<(), StartError> {
+    // The hash of the file's text, so the reloader knows it unchanged.
+    let (cfg, hash) = file.read()?;
+    let settings = settings_for(&cfg, tuning)?;
+    let base = file.base();
+    lifecycle::serve(
+        cfg,
+        hash,
+        settings,
+        &base,
+        ServeOverrides::default(),
+        Some(file),
+    )
 }
 
 /// `skiff check`: what `run` would do up to serving, without listening.
@@ -375,7 +371,10 @@ fn check(path: &std::path::Path) -> i32 {
             &ServeOverrides::default(),
         )
         .map(|_| hash)
-        .map_err(|e| format!("{}: {e}", path.display()))
+        .map_err(|message| ConfigError::InvalidFile {
+            path: path.to_owned(),
+            message,
+        })
     });
     match verdict {
         Ok(hash) => {
@@ -386,164 +385,5 @@ fn check(path: &std::path::Path) -> i32 {
             eprintln!("{e}");
             1
         }
-    }
-}
-
-/// Raises the soft open-file limit to the hard one: connections and the descriptors the
-/// I/O cache keeps for sendfile both count against it, and 1024 is a common default.
-fn raise_nofile_limit() {
-    use rustix::process::{getrlimit, setrlimit, Resource};
-    let mut limit = getrlimit(Resource::Nofile);
-    if limit.current < limit.maximum {
-        limit.current = limit.maximum;
-        if let Err(e) = setrlimit(Resource::Nofile, limit) {
-            tracing::warn!(error = %e, "cannot raise the open-file limit");
-        }
-    }
-}
-
-/// Serves until SIGTERM or SIGINT, then drains. With a config file, also reloads it.
-pub fn serve(
-    cfg: Config,
-    hash: String,
-    tuning: &TuningArgs,
-    base: &std::path::Path,
-    overrides: ServeOverrides,
-    file: Option<ConfigFile>,
-) -> Result<(), String> {
-    raise_nofile_limit();
-    let settings = settings_for(&cfg, tuning)?;
-    let cache = Arc::new(FileCache::new(settings.cache.clone()));
-    let roots = RootRegistry::default();
-    // The control runtime exists first: building spawns DNS refresh tasks on it.
-    let control = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| format!("cannot start the control runtime: {e}"))?;
-    let app = {
-        let _in_runtime = control.enter();
-        App::build(&cfg, base, hash.clone(), &cache, &roots, &overrides)?
-    };
-    let metrics = Metrics::new();
-    metrics.config_loaded(&hash);
-    let shutdown = ShutdownControl::new();
-    let shared = Arc::new(Shared {
-        app: ArcSwap::from_pointee(app),
-        cache,
-        roots,
-        metrics: metrics.clone(),
-        shutdown: shutdown.clone(),
-        permits: Arc::new(tokio::sync::Semaphore::new(settings.limits.max_connections)),
-        settings,
-    });
-    let admin_listener = match shared.settings.admin_listen {
-        Some(addr) => {
-            let l = control
-                .block_on(tokio::net::TcpListener::bind(addr))
-                .map_err(|e| format!("cannot listen on admin address {addr}: {e}"))?;
-            Some(l)
-        }
-        None => None,
-    };
-    let (addr, workers) = server::run(shared.clone())
-        .map_err(|e| format!("cannot listen on {}: {e}", shared.settings.listen))?;
-    let reload_triggers = file.map(|f| {
-        let _guard = control.enter();
-        (reload::Triggers::register(&f), f)
-    });
-    let admin_addr = admin_listener.as_ref().and_then(|l| l.local_addr().ok());
-    // Tests and scripts read the bound addresses from this line (port 0 picks a free one).
-    let admin_text = admin_addr.map_or_else(|| "off".to_owned(), |a| a.to_string());
-    tracing::info!(
-        threads = shared.settings.threads,
-        cpu_scheduling = ?shared.settings.cpu_scheduling,
-        "skiff listening on {addr} admin {admin_text}"
-    );
-    let grace = shared.settings.shutdown_grace;
-    let delay = shared.settings.shutdown_delay;
-    control.block_on(async {
-        if let Some(listener) = admin_listener {
-            let s = shared.clone();
-            let sampler: admin::Sampler = Arc::new(move || {
-                s.metrics.cache_bytes.set(s.cache.weight() as i64);
-                // Only the live generation's pools are reported.
-                s.metrics.upstream_endpoints.clear();
-                for pool in &s.app.load().pools {
-                    // A name counts as its resolved addresses (a headless Service's pods).
-                    let (mut up, mut down) = (0, 0);
-                    for i in 0..pool.endpoints.len() {
-                        let (addrs, addrs_down) = pool.address_counts(i);
-                        if !pool.is_up(i) {
-                            down += addrs.max(1);
-                        } else if addrs > 1 {
-                            up += addrs - addrs_down;
-                            down += addrs_down;
-                        } else {
-                            up += 1;
-                        }
-                    }
-                    for (state, n) in [("up", up), ("down", down)] {
-                        s.metrics
-                            .upstream_endpoints
-                            .get_or_create(&crate::metrics::PoolStateLabels {
-                                pool: pool.name,
-                                state,
-                            })
-                            .set(n as i64);
-                    }
-                }
-            });
-            tokio::spawn(admin::serve(
-                listener,
-                metrics.clone(),
-                shutdown.clone(),
-                sampler,
-            ));
-        }
-        if let Some((triggers, file)) = reload_triggers {
-            tokio::spawn(reload::watch(
-                triggers,
-                shared.clone(),
-                file,
-                cfg,
-                overrides,
-            ));
-        }
-        wait_for_signal().await;
-        tracing::info!(delay = ?delay, grace = ?grace, "shutting down: readiness off");
-        shutdown.advance(Phase::Draining);
-        tokio::time::sleep(delay).await;
-        shutdown.advance(Phase::Stopping);
-        tracing::info!(
-            open = shutdown.open_connections(),
-            "listening stopped; finishing in-flight responses"
-        );
-        let deadline = Instant::now() + grace;
-        while shutdown.open_connections() > 0 && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    });
-    let left = shutdown.open_connections();
-    if left > 0 {
-        tracing::warn!(
-            open = left,
-            "grace period over; closing remaining connections"
-        );
-        return Ok(()); // worker threads are torn down with the process
-    }
-    for w in workers {
-        let _ = w.join();
-    }
-    tracing::info!("stopped cleanly");
-    Ok(())
-}
-
-async fn wait_for_signal() {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
-    let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
     }
 }

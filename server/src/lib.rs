@@ -1,23 +1,38 @@
 //! Skiff: a featherweight static edge server on hyper and tokio.
 //!
-//! Layout: `http` holds protocol pieces with no I/O (request view, reply, conditionals,
-//! ranges, negotiation); `fs` maps paths and opens files safely; `cache` is the I/O cache;
-//! `static_files` is the file handler; `server` owns sockets (the HTTP/1.1 fast path with
-//! sendfile, the hyper path for everything else, workers, shutdown); `admin` serves health
-//! and metrics.
+//! Layers, each using only those below it (ARCHITECTURE.md; `scripts/check-module-cycles.py`
+//! checks that no module cycle creeps in):
+//! - process: `cli` (flags, commands), `lifecycle` (start, signals, drain), `reload`,
+//!   `admin`;
+//! - `listener` (threads, sockets, accept) and `conn` (the HTTP/1.1 fast path, hyper);
+//! - `exchange`: what every connection path shares per request, and the record that
+//!   becomes the access log and the metrics;
+//! - `app`: one compiled configuration generation (virtual servers, rules, modifiers);
+//! - handlers: `static_files` (with `cache` and `fs`) and `upstream` (backend pools);
+//! - below them `http`, `shaping`, `metrics`, `access_log`, `state`, `settings`,
+//!   `shutdown`, and the I/O-free crates `skiff-http` and `skiff-codec`.
 
 pub mod access_log;
-pub mod admin;
+mod admin;
 pub mod app;
 pub mod cache;
 pub mod cli;
+mod conn;
 pub mod copy_tree;
+pub mod error;
+mod exchange;
 pub mod fs;
 pub mod http;
+mod lifecycle;
+mod listener;
 pub mod metrics;
 pub mod reload;
-pub mod server;
 pub mod settings;
 pub mod shaping;
+pub mod shutdown;
+mod state;
 pub mod static_files;
 pub mod upstream;
+
+pub use listener::CpuScheduling;
+pub use state::Shared;

@@ -5,7 +5,8 @@
 //! the access log) are reported as needing a restart and not applied at all.
 
 use crate::app::{App, ServeOverrides};
-use crate::server::Shared;
+use crate::error::ConfigError;
+use crate::state::Shared;
 use skiff_config::Config;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -27,11 +28,15 @@ impl ConfigFile {
             .unwrap_or_else(|| PathBuf::from("."))
     }
 
-    pub fn read(&self) -> Result<(Config, String), String> {
-        let text = std::fs::read_to_string(&self.path)
-            .map_err(|e| format!("cannot read {}: {e}", self.path.display()))?;
-        let cfg = skiff_config::parse_yaml(&text)
-            .map_err(|e| format!("{}:\n{e}", self.path.display()))?;
+    pub fn read(&self) -> Result<(Config, String), ConfigError> {
+        let text = std::fs::read_to_string(&self.path).map_err(|source| ConfigError::Read {
+            path: self.path.clone(),
+            source,
+        })?;
+        let cfg = skiff_config::parse_yaml(&text).map_err(|e| ConfigError::Parse {
+            path: self.path.clone(),
+            message: e.to_string(),
+        })?;
         Ok((cfg, skiff_config::config_hash(&text)))
     }
 }
@@ -59,11 +64,11 @@ fn restart_fields_changed(old: &Config, new: &Config) -> Option<&'static str> {
     None
 }
 
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum Outcome {
     Unchanged,
     Applied(String),
-    Failed(String),
+    Failed(ConfigError),
     RestartRequired(&'static str),
 }
 
@@ -92,7 +97,10 @@ pub fn reload_once(
                     shared.metrics.config_loaded(&hash);
                     Outcome::Applied(hash)
                 }
-                Err(e) => Outcome::Failed(format!("{}: {e}", file.path.display())),
+                Err(message) => Outcome::Failed(ConfigError::InvalidFile {
+                    path: file.path.clone(),
+                    message,
+                }),
             },
         },
     };

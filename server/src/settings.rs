@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 #[derive(Debug, Clone)]
-pub struct Limits {
+pub struct ConnLimits {
     /// Request head (request line plus headers) bytes; past this: 431.
     pub max_header_bytes: usize,
     /// Request-line bytes; past this: 414.
@@ -26,7 +26,7 @@ pub struct Settings {
     pub admin_listen: Option<SocketAddr>,
     pub threads: usize,
     pub cache: CacheSettings,
-    pub limits: Limits,
+    pub limits: ConnLimits,
     pub access_log: LogFormat,
     pub access_log_destination: crate::access_log::Destination,
     /// Bodies of at least this many bytes go out with sendfile(2) on plaintext HTTP/1.1;
@@ -49,5 +49,5 @@ pub struct Settings {
     /// In-flight responses get this long to finish before the process exits anyway.
     pub shutdown_grace: Duration,
     /// The serving threads' CPU scheduling policy (server/scheduling.rs says why batch).
-    pub cpu_scheduling: crate::server::CpuScheduling,
+    pub cpu_scheduling: crate::listener::CpuScheduling,
 }

@@ -177,3 +177,28 @@ fn config_hash_is_stable() {
     assert_eq!(config_hash("a"), "af63dc4c8601ec8c");
     assert_ne!(config_hash(FULL), config_hash(&FULL.replace("www", "web")));
 }
+
+#[test]
+fn config_parser_survives_mutated_yaml() {
+    // A fixed-seed xorshift generator: every run the same, any failure reproducible.
+    let mut state: u64 = 0xfeed_face_cafe_beef;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let valid = FULL.as_bytes().to_vec();
+    assert!(parse_yaml(std::str::from_utf8(&valid).unwrap()).is_ok());
+    for _ in 0..500 {
+        let mut m = valid.clone();
+        for _ in 0..(next() % 3 + 1) {
+            let i = next() as usize % m.len();
+            const ALPHABET: &[u8] = b" :-[]{}\n\"'*&!x0";
+            m[i] = ALPHABET[next() as usize % ALPHABET.len()];
+        }
+        if let Ok(text) = std::str::from_utf8(&m) {
+            let _ = parse_yaml(text);
+        }
+    }
+}

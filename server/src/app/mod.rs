@@ -3,6 +3,7 @@
 //! building also does what validation cannot (opening roots, reading htpasswd files),
 //! so a reload that fails here leaves the running generation in place.
 
+mod compile;
 mod modifiers;
 mod rules;
 
@@ -10,8 +11,7 @@ use crate::cache::{FileCache, RootRegistry};
 use crate::http::reply::{Body, Reply};
 use crate::http::request::RequestHead;
 use crate::static_files::{clean_path_or_reply, StaticFiles, StaticOptions};
-use bytes::Bytes;
-use http::{HeaderName, HeaderValue, Method, StatusCode};
+use http::{HeaderValue, Method, StatusCode};
 use ipnet::IpNet;
 use modifiers::{AccessList, BasicAuth, CachePolicy, Cors, HeaderOps, RateLimiter};
 use rules::{Action, Conditions};
@@ -36,14 +36,14 @@ pub struct App {
 
 /// Bandwidth limits at one level (virtual server or rule).
 #[derive(Default)]
-struct Limits {
+struct BandwidthLimits {
     per_connection: Option<u64>,
     total: Option<Arc<crate::shaping::TokenBucket>>,
 }
 
-impl Limits {
-    fn from_config(b: Option<&skiff_config::Bandwidth>) -> Limits {
-        b.map_or_else(Limits::default, |b| Limits {
+impl BandwidthLimits {
+    fn from_config(b: Option<&skiff_config::Bandwidth>) -> BandwidthLimits {
+        b.map_or_else(BandwidthLimits::default, |b| BandwidthLimits {
             per_connection: b.per_connection,
             total: b
                 .total
@@ -60,14 +60,14 @@ struct VirtualHost {
     /// The root as configured (after joining with the config folder), the default
     /// DOCUMENT_ROOT for CGI backends.
     root_text: String,
-    bandwidth: Limits,
+    bandwidth: BandwidthLimits,
     statics: StaticFiles,
     rules: Vec<Rule>,
     error_pages: HashMap<u16, String>,
 }
 
 struct Rule {
-    bandwidth: Limits,
+    bandwidth: BandwidthLimits,
     conditions: Conditions,
     action: Action,
     access: Option<AccessList>,
@@ -78,19 +78,23 @@ struct Rule {
     cache: Option<CachePolicy>,
 }
 
-/// A reply and the virtual server that made it (for metrics). When a rule sends the
-/// request to a pool, `upstream` says where, and the reply is only a placeholder.
-pub struct Routed {
-    pub reply: Reply,
-    pub vhost: &'static str,
-    pub upstream: Option<Box<crate::upstream::handler::Call>>,
+/// What the configuration made of a request, and the virtual server that decided (for
+/// the exchange record).
+pub enum Routed {
+    /// Answered in place: a file, a redirect, an error...
+    Reply { reply: Reply, vhost: &'static str },
+    /// A rule sends it to a backend pool.
+    Upstream {
+        route: Box<crate::upstream::BackendRoute>,
+        vhost: &'static str,
+    },
 }
 
 /// What a matched rule decided.
 enum Applied {
     Reply(Reply),
     /// Every check passed and the rule's pool answers.
-    Upstream(Arc<crate::upstream::handler::Upstream>),
+    Upstream(Arc<crate::upstream::Backend>),
 }
 
 /// Virtual server names become metric label values; each distinct name is interned once,
@@ -142,7 +146,7 @@ impl App {
         if !pools.is_empty() {
             let resolver = Arc::new(crate::upstream::dns::resolver(&cfg.dns)?);
             for pool in pools.values() {
-                pool.watch_dns(resolver.clone(), cfg.dns.refresh);
+                crate::upstream::dns::watch(pool, resolver.clone(), cfg.dns.refresh);
             }
         }
         let mut vhosts = Vec::with_capacity(cfg.virtual_servers.len());
@@ -175,7 +179,7 @@ impl App {
             let mut rules = Vec::with_capacity(vs.rules.len());
             for (j, r) in vs.rules.iter().enumerate() {
                 let at = format!("virtual_servers[{i}].rules[{j}]");
-                rules.push(compile_rule(r, &at, base, &pools)?);
+                rules.push(compile::compile_rule(r, &at, base, &pools)?);
             }
             for h in &vs.hosts {
                 match HostPattern::parse(h)
@@ -193,7 +197,7 @@ impl App {
             vhosts.push(VirtualHost {
                 name: intern(&vs.name),
                 root_text: root_path.to_string_lossy().into_owned(),
-                bandwidth: Limits::from_config(vs.bandwidth.as_ref()),
+                bandwidth: BandwidthLimits::from_config(vs.bandwidth.as_ref()),
                 statics,
                 rules,
                 error_pages: vs
@@ -246,19 +250,17 @@ impl App {
                 UnknownHost::Misdirected => StatusCode::MISDIRECTED_REQUEST,
                 UnknownHost::NotFound => StatusCode::NOT_FOUND,
             };
-            return Routed {
+            return Routed::Reply {
                 reply: Reply::error(status),
                 vhost: "unknown",
-                upstream: None,
             };
         };
         let path = match clean_path_or_reply(req.path, vh.statics.path_policy()) {
             Ok(p) => p,
             Err(reply) => {
-                return Routed {
+                return Routed::Reply {
                     reply: self.error_page(vh, req, reply),
                     vhost: vh.name,
-                    upstream: None,
                 }
             }
         };
@@ -266,34 +268,31 @@ impl App {
             if let Some(caps) = rule.conditions.matches(req, path.as_str()) {
                 let reply = match self.apply(vh, rule, req, &path, caps.as_ref()) {
                     Applied::Reply(r) => r,
-                    Applied::Upstream(up) => {
-                        return Routed {
-                            reply: Reply::new(StatusCode::OK),
-                            vhost: vh.name,
-                            upstream: Some(Box::new(crate::upstream::handler::Call {
-                                upstream: up,
+                    Applied::Upstream(backend) => {
+                        return Routed::Upstream {
+                            route: Box::new(crate::upstream::BackendRoute {
+                                backend,
                                 path: path.as_str().to_owned(),
                                 root: vh.root_text.clone(),
-                            })),
+                            }),
+                            vhost: vh.name,
                         }
                     }
                 };
-                return Routed {
+                return Routed::Reply {
                     reply: throttled(
                         self.error_page(vh, req, reply),
                         &vh.bandwidth,
                         Some(&rule.bandwidth),
                     ),
                     vhost: vh.name,
-                    upstream: None,
                 };
             }
         }
         let reply = vh.statics.respond_clean(req, &path);
-        Routed {
+        Routed::Reply {
             reply: throttled(self.error_page(vh, req, reply), &vh.bandwidth, None),
             vhost: vh.name,
-            upstream: None,
         }
     }
 
@@ -413,8 +412,8 @@ impl App {
 
 /// Attaches the bandwidth limits that apply: the rule's per-connection rate overrides the
 /// virtual server's, and both levels' shared buckets count.
-fn throttled(mut reply: Reply, vhost: &Limits, rule: Option<&Limits>) -> Reply {
-    let rule_empty = rule.is_none_or(Limits::is_empty);
+fn throttled(mut reply: Reply, vhost: &BandwidthLimits, rule: Option<&BandwidthLimits>) -> Reply {
+    let rule_empty = rule.is_none_or(BandwidthLimits::is_empty);
     if (vhost.is_empty() && rule_empty) || reply.body.is_empty() {
         return reply;
     }
@@ -443,213 +442,6 @@ fn normalize_host(h: &str) -> std::borrow::Cow<'_, str> {
     } else {
         std::borrow::Cow::Borrowed(h)
     }
-}
-
-fn compile_rule(
-    r: &skiff_config::Rule,
-    at: &str,
-    base: &Path,
-    pools: &HashMap<&str, Arc<crate::upstream::pool::Pool>>,
-) -> Result<Rule, String> {
-    let m = &r.matches;
-    let regex = match &m.regex {
-        Some(re) => Some(regex::Regex::new(re).map_err(|e| format!("{at}.match.regex: {e}"))?),
-        None => None,
-    };
-    let captures = regex.as_ref().map_or(0, |r| r.captures_len() - 1);
-    let methods = m
-        .methods
-        .iter()
-        .map(|x| Method::from_bytes(x.as_bytes()).map_err(|_| format!("{at}.match.methods: {x:?}")))
-        .collect::<Result<Vec<_>, _>>()?;
-    let conditions = Conditions {
-        prefix: m.prefix.clone(),
-        path: m.path.clone(),
-        regex,
-        extensions: m
-            .extensions
-            .iter()
-            .map(|e| e.to_ascii_lowercase())
-            .collect(),
-        methods,
-        headers: m
-            .headers
-            .iter()
-            .map(|h| {
-                (
-                    h.name.clone(),
-                    h.value.as_ref().map(|v| v.as_bytes().to_vec()),
-                )
-            })
-            .collect(),
-    };
-    let status =
-        |code: u16| StatusCode::from_u16(code).map_err(|_| format!("{at}: bad status {code}"));
-    let action = match &r.action {
-        skiff_config::Action::Static {} => Action::Static,
-        skiff_config::Action::Redirect { to, status: s } => Action::Redirect {
-            to: skiff_config::Template::parse(to, captures)
-                .map_err(|e| format!("{at}.action.redirect.to: {e}"))?,
-            status: status(*s)?,
-        },
-        skiff_config::Action::Return {
-            status: s,
-            body,
-            content_type,
-        } => Action::Return {
-            status: status(*s)?,
-            body: Bytes::from(body.clone()),
-            content_type: HeaderValue::from_str(content_type)
-                .map_err(|_| format!("{at}.action.return.content_type"))?,
-        },
-        skiff_config::Action::Deny { status: s } => Action::Deny {
-            status: status(*s)?,
-        },
-        skiff_config::Action::Proxy(p) => {
-            Action::Upstream(Arc::new(crate::upstream::handler::Upstream {
-                pool: find_pool(pools, &p.pool, at)?,
-                target: crate::upstream::handler::Target::Proxy {
-                    host: match &p.host {
-                        Some(h) => Some(
-                            HeaderValue::from_str(h)
-                                .map_err(|_| format!("{at}.action.proxy.host"))?,
-                        ),
-                        None => None,
-                    },
-                },
-            }))
-        }
-        skiff_config::Action::Fastcgi(t)
-        | skiff_config::Action::Uwsgi(t)
-        | skiff_config::Action::Scgi(t) => {
-            Action::Upstream(Arc::new(crate::upstream::handler::Upstream {
-                pool: find_pool(pools, &t.pool, at)?,
-                target: crate::upstream::handler::Target::Cgi {
-                    document_root: t.document_root.clone(),
-                    index: t.index.clone(),
-                    split_path_info: t.split_path_info,
-                    params: t
-                        .params
-                        .iter()
-                        .map(|(k, v)| (k.clone(), v.clone()))
-                        .collect(),
-                },
-            }))
-        }
-    };
-    let access = match &r.access {
-        Some(a) => Some(AccessList {
-            allow: a
-                .allow
-                .iter()
-                .map(|c| skiff_config::parse_cidr(c))
-                .collect::<Result<_, _>>()?,
-            deny: a
-                .deny
-                .iter()
-                .map(|c| skiff_config::parse_cidr(c))
-                .collect::<Result<_, _>>()?,
-            status: status(a.status)?,
-        }),
-        None => None,
-    };
-    let joined = |list: &[String]| -> Option<HeaderValue> {
-        (!list.is_empty())
-            .then(|| HeaderValue::from_str(&list.join(", ")).ok())
-            .flatten()
-    };
-    let cors = r.cors.as_ref().map(|c| Cors {
-        any_origin: c.allow_origins.iter().any(|o| o == "*"),
-        origins: c.allow_origins.clone(),
-        allow_methods: joined(&c.allow_methods)
-            .unwrap_or(HeaderValue::from_static("GET, HEAD, POST")),
-        allow_headers: joined(&c.allow_headers),
-        expose_headers: joined(&c.expose_headers),
-        credentials: c.allow_credentials,
-        max_age: c.max_age.map(HeaderValue::from),
-    });
-    let basic_auth = match &r.basic_auth {
-        Some(b) => {
-            let file = base.join(&b.htpasswd);
-            let text = std::fs::read_to_string(&file).map_err(|e| {
-                format!(
-                    "{at}.basic_auth.htpasswd: cannot read {}: {e}",
-                    file.display()
-                )
-            })?;
-            Some(
-                BasicAuth::from_htpasswd(&text, &b.realm)
-                    .map_err(|e| format!("{at}.basic_auth.htpasswd: {}: {e}", file.display()))?,
-            )
-        }
-        None => None,
-    };
-    let header = |n: &str| {
-        HeaderName::from_bytes(n.as_bytes()).map_err(|_| format!("{at}.headers: bad name {n:?}"))
-    };
-    let value =
-        |v: &str| HeaderValue::from_str(v).map_err(|_| format!("{at}.headers: bad value {v:?}"));
-    let headers = match &r.headers {
-        Some(h) => Some(HeaderOps {
-            remove: h
-                .remove
-                .iter()
-                .map(|n| header(n))
-                .collect::<Result<_, _>>()?,
-            set: h
-                .set
-                .iter()
-                .map(|(n, v)| Ok((header(n)?, value(v)?)))
-                .collect::<Result<_, String>>()?,
-            add: h
-                .add
-                .iter()
-                .map(|(n, v)| Ok((header(n)?, value(v)?)))
-                .collect::<Result<_, String>>()?,
-        }),
-        None => None,
-    };
-    let cache = r.cache.as_ref().map(|c| {
-        let mut cc = String::new();
-        match c.visibility {
-            Some(skiff_config::CacheVisibility::Public) => cc.push_str("public, "),
-            Some(skiff_config::CacheVisibility::Private) => cc.push_str("private, "),
-            None => {}
-        }
-        cc.push_str(&format!("max-age={}", c.max_age));
-        if c.immutable {
-            cc.push_str(", immutable");
-        }
-        CachePolicy {
-            cache_control: HeaderValue::from_str(&cc).expect("ASCII"),
-            max_age: c.max_age,
-        }
-    });
-    Ok(Rule {
-        bandwidth: Limits::from_config(r.bandwidth.as_ref()),
-        conditions,
-        action,
-        access,
-        rate_limit: r
-            .rate_limit
-            .as_ref()
-            .map(|l| RateLimiter::new(l.requests_per_second, l.burst)),
-        cors,
-        basic_auth,
-        headers,
-        cache,
-    })
-}
-
-fn find_pool(
-    pools: &HashMap<&str, Arc<crate::upstream::pool::Pool>>,
-    name: &str,
-    at: &str,
-) -> Result<Arc<crate::upstream::pool::Pool>, String> {
-    pools
-        .get(name)
-        .cloned()
-        .ok_or_else(|| format!("{at}.action: no pool named {name:?}"))
 }
 
 #[cfg(test)]

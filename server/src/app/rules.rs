@@ -73,7 +73,7 @@ pub enum Action {
     Deny {
         status: http::StatusCode,
     },
-    Upstream(std::sync::Arc<crate::upstream::handler::Upstream>),
+    Upstream(std::sync::Arc<crate::upstream::Backend>),
 }
 
 /// Renders a redirect target.

@@ -1,4 +1,6 @@
-//! File-system side of serving: safe path mapping, opening beneath the root, MIME types.
+//! File-system side of serving: opening beneath the root and MIME types; the path
+//! mapping itself is pure and lives in `skiff-http`.
 pub mod mime;
 pub mod open;
-pub mod path;
+
+pub use skiff_http::path;

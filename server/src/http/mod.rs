@@ -1,8 +1,8 @@
-//! HTTP semantics with no I/O, shared by the fast path and the hyper path.
-pub mod conditional;
-pub mod date;
-pub mod encoding;
-pub mod range;
+//! HTTP pieces the handlers share: the reply they build here, and the I/O-free semantics
+//! of the `skiff-http` crate under their usual names.
 pub mod reply;
-pub mod request;
-pub mod text;
+
+pub use skiff_http::{conditional, date, encoding, range, request, text};
+
+/// A response body as hyper takes it, whatever made it (a reply, a backend).
+pub type BoxedBody = http_body_util::combinators::BoxBody<bytes::Bytes, std::io::Error>;

@@ -1,14 +1,28 @@
-//! Backend pools: FastCGI, uwsgi, SCGI and HTTP. The protocol codecs (`fastcgi`, `uwsgi`,
-//! `scgi`, `response`) have no I/O; `pool` is the endpoint policy; `handler` does the I/O.
+//! Backend pools: FastCGI, uwsgi, SCGI and HTTP. By stage: `route` says where a rule
+//! sends requests and `request` is a request bound there; `serve` admits it and
+//! dispatches to the CGI exchanges (`cgi`) or the HTTP proxy (`proxy`, with `upgrade`);
+//! `failover` orders the endpoints to try; `pool` is the endpoint policy (no I/O),
+//! `connection` and `dns` do the I/O; `gather`, `body` and `response` shape what comes
+//! back. The wire codecs live in the `skiff-codec` crate.
 
-pub mod cgi_env;
+mod body;
+mod cgi;
+mod connection;
 pub mod dns;
-pub mod fastcgi;
-pub mod handler;
+mod failover;
+mod failure;
+mod gather;
 pub mod pool;
-pub mod response;
-pub mod scgi;
-pub mod uwsgi;
+mod proxy;
+mod request;
+mod response;
+mod route;
+mod serve;
+mod upgrade;
 
-#[cfg(test)]
-mod robustness_tests;
+pub use cgi::bodiless_cgi_env;
+pub use request::{BackendRequest, ClientBody, Message};
+pub use response::{error_response, Payload, ResponseHead, UpstreamResponse};
+pub use route::{Backend, BackendRoute, Forwarding};
+pub use serve::serve;
+pub use skiff_codec::{cgi_env, fastcgi, response_head, scgi, uwsgi};

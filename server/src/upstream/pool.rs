@@ -1,19 +1,14 @@
 //! A pool's endpoints and the policy for choosing one: balancing, passive health
 //! (`max_fails` within `fail_timeout` takes an endpoint out for `fail_timeout`), and a bound
-//! on requests in flight. Host names are resolved again every `dns.refresh` (a task per
-//! pool, [`Pool::watch_dns`]) and connections rotate over the addresses, so a Kubernetes
-//! headless Service's changing pods are followed without any reload.
+//! on requests in flight. No I/O: connections are `connection`'s, and names are resolved
+//! again every `dns.refresh` by `dns::watch`; requests rotate over the addresses, so a
+//! Kubernetes headless Service's changing pods are followed without any reload.
 
 use skiff_config::{Balance, PoolProtocol};
-use std::io;
 use std::net::IpAddr;
 use std::path::PathBuf;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::{TcpStream, UnixStream};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Address {
@@ -57,19 +52,6 @@ struct AddrHealth {
     down_until_ms: u64,
 }
 
-// Idle FastCGI connections kept open with the keep-conn flag, per worker thread: a
-// tokio socket belongs to the runtime (worker) that registered it.
-
-// A short list searched linearly: a worker holds a few pools' endpoints, and this runs on
-// every kept-connection request, where hashing the key would cost more than the search.
-/// Idle connections by (pool id, endpoint index).
-type IdleList = Vec<((u64, usize), Vec<Conn>)>;
-
-thread_local! {
-    static IDLE: std::cell::RefCell<IdleList> =
-        const { std::cell::RefCell::new(Vec::new()) };
-}
-
 static NEXT_POOL_ID: AtomicU64 = AtomicU64::new(1);
 
 pub struct Pool {
@@ -93,12 +75,6 @@ pub struct Pool {
     epoch: Instant,
     /// The pool's metric handles, taken on its first request.
     pub metrics: std::sync::OnceLock<crate::metrics::PoolMetrics>,
-}
-
-/// A connection to an endpoint.
-pub enum Conn {
-    Tcp(TcpStream),
-    Unix(UnixStream),
 }
 
 /// A slot among the pool's requests in flight; released on drop.
@@ -296,49 +272,28 @@ impl Pool {
         (addrs.len(), down)
     }
 
+    /// Endpoints up and down, a name counting as its resolved addresses (a headless
+    /// Service's pods), for `skiff_upstream_endpoints`.
+    pub fn endpoint_states(&self) -> (usize, usize) {
+        let (mut up, mut down) = (0, 0);
+        for i in 0..self.endpoints.len() {
+            let (addrs, addrs_down) = self.address_counts(i);
+            if !self.is_up(i) {
+                down += addrs.max(1);
+            } else if addrs > 1 {
+                up += addrs - addrs_down;
+                down += addrs_down;
+            } else {
+                up += 1;
+            }
+        }
+        (up, down)
+    }
+
     pub fn report_success(&self, i: usize) {
         self.endpoints[i].fails.store(0, Ordering::Relaxed);
     }
 
-    /// An idle connection to endpoint `i` on this worker, if one is kept.
-    pub fn take_idle(&self, i: usize) -> Option<Conn> {
-        if self.keepalive == 0 {
-            return None;
-        }
-        let key = (self.id, i);
-        IDLE.with(|m| {
-            m.borrow_mut()
-                .iter_mut()
-                .find(|(k, _)| *k == key)
-                .and_then(|(_, list)| list.pop())
-        })
-    }
-
-    /// Keeps a connection for reuse by this worker.
-    pub fn put_idle(&self, i: usize, conn: Conn) {
-        let key = (self.id, i);
-        IDLE.with(|m| {
-            let mut m = m.borrow_mut();
-            let at = match m.iter().position(|(k, _)| *k == key) {
-                Some(at) => at,
-                None => {
-                    // Entries of pools from older config generations are dropped wholesale.
-                    if m.len() >= 64 {
-                        m.retain(|((id, _), _)| *id == self.id);
-                    }
-                    m.push((key, Vec::new()));
-                    m.len() - 1
-                }
-            };
-            let list = &mut m[at].1;
-            if list.len() < self.keepalive {
-                list.push(conn);
-            }
-        });
-    }
-
-    /// The next address of endpoint `i` in rotation, if it has resolved ones, skipping
-    /// addresses marked down while any other is up.
     /// Another resolved address of endpoint `i` (a name with several), in rotation, that
     /// is not in `dialed`: where a request goes after a connect failure before trying
     /// other endpoints. `None` when the name has one address or all were dialed.
@@ -356,6 +311,38 @@ impl Pool {
             .find(|a| !dialed.contains(a))
     }
 
+    /// Names (not IP literals) among the endpoints, with their indices.
+    pub(super) fn named_endpoints(&self) -> Vec<(usize, String, u16)> {
+        self.endpoints
+            .iter()
+            .enumerate()
+            .filter_map(|(i, e)| match &e.address {
+                Address::Tcp(a) if a.parse::<std::net::SocketAddr>().is_err() => {
+                    let (host, port) = a.rsplit_once(':')?;
+                    Some((i, host.to_owned(), port.parse().ok()?))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Replaces the resolved addresses of endpoint `i`; whether they changed.
+    pub(super) fn set_addrs(&self, i: usize, addrs: Vec<std::net::SocketAddr>) -> bool {
+        let e = &self.endpoints[i];
+        if **e.addrs.load() == addrs {
+            return false;
+        }
+        e.addrs.store(std::sync::Arc::new(addrs));
+        true
+    }
+
+    /// Distinguishes this pool (and config generation) among kept connections.
+    pub(super) fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The next address of endpoint `i` in rotation, if it has resolved ones, skipping
+    /// addresses marked down while any other is up.
     pub fn next_addr(&self, i: usize) -> Option<std::net::SocketAddr> {
         let e = &self.endpoints[i];
         let addrs = e.addrs.load();
@@ -379,183 +366,6 @@ impl Pool {
             }
         }
         Some(addrs[start % addrs.len()])
-    }
-
-    /// Names (not IP literals) among the endpoints, with their indices.
-    fn named_endpoints(&self) -> Vec<(usize, String, u16)> {
-        self.endpoints
-            .iter()
-            .enumerate()
-            .filter_map(|(i, e)| match &e.address {
-                Address::Tcp(a) if a.parse::<std::net::SocketAddr>().is_err() => {
-                    let (host, port) = a.rsplit_once(':')?;
-                    Some((i, host.to_owned(), port.parse().ok()?))
-                }
-                _ => None,
-            })
-            .collect()
-    }
-
-    /// Re-resolves named endpoints every `refresh`, until the pool (its config generation)
-    /// is gone. Runs on the current runtime; without one (as in `skiff check`), names are
-    /// resolved on each connection instead.
-    pub fn watch_dns(
-        self: &std::sync::Arc<Self>,
-        resolver: std::sync::Arc<hickory_resolver::TokioResolver>,
-        refresh: Duration,
-    ) {
-        let named = self.named_endpoints();
-        let Ok(handle) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        if named.is_empty() {
-            return;
-        }
-        tracing::info!(pool = self.name, names = named.len(), every = ?refresh, "resolving endpoint names by DNS");
-        let weak = std::sync::Arc::downgrade(self);
-        handle.spawn(async move {
-            loop {
-                let Some(pool) = weak.upgrade() else { return };
-                for (i, host, port) in &named {
-                    match resolver.lookup_ip(host.as_str()).await {
-                        Ok(ips) => {
-                            let mut addrs: Vec<std::net::SocketAddr> = ips.iter().map(|ip| (ip, *port).into()).collect();
-                            addrs.sort();
-                            if **pool.endpoints[*i].addrs.load() != addrs {
-                                tracing::info!(pool = pool.name, endpoint = host.as_str(), addresses = ?addrs, "endpoint addresses changed");
-                                pool.endpoints[*i].addrs.store(std::sync::Arc::new(addrs));
-                            }
-                        }
-                        Err(e) => tracing::warn!(pool = pool.name, endpoint = host.as_str(), error = %e, "DNS lookup failed; keeping the last addresses"),
-                    }
-                }
-                drop(pool);
-                tokio::time::sleep(refresh).await;
-            }
-        });
-    }
-
-    /// Connects to endpoint `i` at `resolved` (from [`Pool::next_addr`]), or by its name,
-    /// sending `first` (the start of the request) with the connection where it can. Returns
-    /// the connection and how many bytes of `first` went out.
-    pub async fn connect_sending(
-        &self,
-        i: usize,
-        resolved: Option<std::net::SocketAddr>,
-        first: &[u8],
-    ) -> io::Result<(Conn, usize)> {
-        let addr = &self.endpoints[i].address;
-        let connect = async {
-            match (addr, resolved) {
-                (Address::Unix(p), _) => Ok((Conn::Unix(UnixStream::connect(p).await?), 0)),
-                (Address::Tcp(_), Some(sa)) => {
-                    let (s, sent) = connect_tcp_sending(sa, first).await?;
-                    Ok((Conn::Tcp(s), sent))
-                }
-                // No TCP_NODELAY here: a request without a streamed body goes out in one
-                // write, which Nagle never holds back. Streamed bodies set it.
-                (Address::Tcp(a), None) => {
-                    Ok((Conn::Tcp(TcpStream::connect(a.as_str()).await?), 0))
-                }
-            }
-        };
-        tokio::time::timeout(self.connect_timeout, connect)
-            .await
-            .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))?
-    }
-}
-
-/// A non-blocking connect that sends `first` at once instead of waiting for the socket
-/// to report writable. On loopback and within a node the handshake has completed by the
-/// time connect(2) returns EINPROGRESS, so the request leaves in the same breath: no
-/// wakeup for writability and no getsockopt(SO_ERROR) per connection. (nginx waits for
-/// the writable event.) Otherwise the send says EAGAIN and this waits as usual; a refused
-/// connection reports ECONNREFUSED from either, as a connect error.
-async fn connect_tcp_sending(
-    addr: std::net::SocketAddr,
-    first: &[u8],
-) -> io::Result<(TcpStream, usize)> {
-    use rustix::net::{AddressFamily, SendFlags, SocketFlags, SocketType};
-    let family = if addr.is_ipv4() {
-        AddressFamily::INET
-    } else {
-        AddressFamily::INET6
-    };
-    let fd = rustix::net::socket_with(
-        family,
-        SocketType::STREAM,
-        SocketFlags::NONBLOCK | SocketFlags::CLOEXEC,
-        None,
-    )?;
-    match rustix::net::connect(&fd, &addr) {
-        Ok(()) | Err(rustix::io::Errno::INPROGRESS) => {}
-        Err(e) => return Err(e.into()),
-    }
-    let sent = if first.is_empty() {
-        Err(rustix::io::Errno::AGAIN)
-    } else {
-        rustix::net::send(&fd, first, SendFlags::NOSIGNAL)
-    };
-    let stream = TcpStream::from_std(std::net::TcpStream::from(fd))?;
-    match sent {
-        Ok(n) => Ok((stream, n)),
-        Err(rustix::io::Errno::AGAIN) => {
-            // Still connecting: wait for the handshake, then report how it ended.
-            stream.writable().await?;
-            match stream.take_error()? {
-                Some(e) => Err(e),
-                None => Ok((stream, 0)),
-            }
-        }
-        Err(e) => Err(e.into()),
-    }
-}
-
-impl Conn {
-    /// Sends small writes at once: for a request body streamed in several writes, whose
-    /// later ones Nagle would hold until the backend's (delayed) ACK.
-    pub fn set_nodelay(&self) {
-        if let Conn::Tcp(s) = self {
-            let _ = s.set_nodelay(true);
-        }
-    }
-}
-
-impl AsyncRead for Conn {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Conn::Tcp(s) => Pin::new(s).poll_read(cx, buf),
-            Conn::Unix(s) => Pin::new(s).poll_read(cx, buf),
-        }
-    }
-}
-
-impl AsyncWrite for Conn {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        match self.get_mut() {
-            Conn::Tcp(s) => Pin::new(s).poll_write(cx, buf),
-            Conn::Unix(s) => Pin::new(s).poll_write(cx, buf),
-        }
-    }
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Conn::Tcp(s) => Pin::new(s).poll_flush(cx),
-            Conn::Unix(s) => Pin::new(s).poll_flush(cx),
-        }
-    }
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Conn::Tcp(s) => Pin::new(s).poll_shutdown(cx),
-            Conn::Unix(s) => Pin::new(s).poll_shutdown(cx),
-        }
     }
 }
 
@@ -659,33 +469,5 @@ mod tests {
         );
         drop(a);
         assert!(p.admit().is_some());
-    }
-
-    #[tokio::test]
-    async fn the_request_leaves_with_the_connection() {
-        use tokio::io::AsyncReadExt;
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (sent, accepted) = tokio::join!(connect_tcp_sending(addr, b"hello"), listener.accept());
-        let (_conn, n) = sent.unwrap();
-        // On loopback the handshake is done when connect(2) returns: sent at once.
-        assert_eq!(n, 5);
-        let mut got = [0u8; 5];
-        accepted.unwrap().0.read_exact(&mut got).await.unwrap();
-        assert_eq!(&got, b"hello");
-        // Nothing to send: it waits for the handshake and sends nothing.
-        let (_conn, n) = connect_tcp_sending(addr, b"").await.unwrap();
-        assert_eq!(n, 0);
-    }
-
-    #[tokio::test]
-    async fn a_refused_connection_is_a_connect_error() {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
-        drop(listener);
-        for first in [&b"request"[..], b""] {
-            let err = connect_tcp_sending(addr, first).await.unwrap_err();
-            assert_eq!(err.kind(), io::ErrorKind::ConnectionRefused, "{err}");
-        }
     }
 }

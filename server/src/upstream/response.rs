@@ -1,302 +1,121 @@
-//! Parses the head of a backend response: a CGI head (`Status: 404 Not Found`, headers,
-//! blank line: FastCGI and SCGI) or an HTTP/1.x status line and headers (uWSGI), with
-//! httparse. Bodies are not touched.
+//! What a pool answered, for either connection path: the status, the header fields
+//! (hop-by-hop ones removed), and a body that is whole or still arriving.
 
-use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use super::body::ChannelBody;
+use crate::http::BoxedBody;
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, Response, StatusCode};
+use http_body_util::BodyExt;
+use skiff_codec::response_head::Fields;
+use std::io;
+use tokio::sync::mpsc;
 
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum HeadError {
-    #[error("malformed response head: {0}")]
-    Malformed(String),
-    #[error("the response head is larger than {0} bytes")]
-    TooLarge(usize),
-    #[error("invalid Status header {0:?}")]
-    Status(String),
-}
-
-#[derive(Debug)]
-pub struct Head {
-    pub status: StatusCode,
-    pub fields: Fields,
-    /// Bytes of the input the head took.
-    pub consumed: usize,
-}
-
-/// Response header fields in wire form, `Name: value\r\n` lines in the backend's order
-/// and spelling, so the HTTP/1.1 fast path copies them out as they are instead of
-/// building a `HeaderMap`. Left out: the CGI `Status` field, hop-by-hop fields (RFC 9110
-/// §7.6.1, and any the backend's Connection field names), and Content-Length: the
-/// front end frames the body itself.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Fields {
-    wire: Vec<u8>,
-    has_date: bool,
-    /// The backend's Content-Length: what a HEAD response declares.
-    content_length: Option<u64>,
-}
-
-impl Fields {
-    /// Appends a field. `name` must be a token and `value` free of CR, LF and other
-    /// control bytes but tab, as httparse guarantees for what it parsed.
-    pub(crate) fn push(&mut self, name: &[u8], value: &[u8]) {
-        debug_assert!(name.iter().all(|&b| b.is_ascii_graphic() && b != b':'));
-        debug_assert!(value
-            .iter()
-            .all(|&b| b == b'\t' || (b >= 0x20 && b != 0x7f)));
-        self.has_date |= name.eq_ignore_ascii_case(b"date");
-        self.wire.extend_from_slice(name);
-        self.wire.extend_from_slice(b": ");
-        self.wire.extend_from_slice(value);
-        self.wire.extend_from_slice(b"\r\n");
-    }
-
-    /// The fields as they go on the wire, each line ending in CRLF.
-    pub fn wire(&self) -> &[u8] {
-        &self.wire
-    }
-
-    pub fn has_date(&self) -> bool {
-        self.has_date
-    }
-
-    /// The length the backend declared for the body (kept for HEAD responses, which have
-    /// none to count).
-    pub fn content_length(&self) -> Option<u64> {
-        self.content_length
-    }
-
-    /// (name, value) pairs in order.
-    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
-        self.wire
-            .split(|&b| b == b'\n')
-            .filter(|line| !line.is_empty())
-            .map(|line| {
-                let line = line.strip_suffix(b"\r").unwrap_or(line);
-                let colon = line.iter().position(|&b| b == b':').unwrap_or(line.len());
-                let value = line.get(colon + 2..).unwrap_or_default();
-                (&line[..colon], value)
-            })
-    }
-
-    /// The first value of `name` (any case).
-    pub fn get(&self, name: &str) -> Option<&[u8]> {
-        self.iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name.as_bytes()))
-            .map(|(_, v)| v)
-    }
-
-    /// The same fields for hyper (HTTP/2 and requests with a body go through hyper).
-    pub fn into_header_map(self) -> HeaderMap {
-        let mut map = HeaderMap::with_capacity(8);
-        for (n, v) in self.iter() {
-            // Both always parse: push() holds only what httparse accepted, which is what
-            // the http types accept.
-            if let (Ok(n), Ok(v)) = (HeaderName::from_bytes(n), HeaderValue::from_bytes(v)) {
-                map.append(n, v);
-            }
-        }
-        map
-    }
-}
-
-pub const MAX_HEAD: usize = 64 * 1024;
-
-/// Parses a complete head from `buf`; `Ok(None)` means more bytes are needed.
-pub fn parse_head(buf: &[u8]) -> Result<Option<Head>, HeadError> {
-    let mut raw = [httparse::EMPTY_HEADER; 100];
-    let (status, consumed, count) = if buf.starts_with(b"HTTP/") {
-        let mut resp = httparse::Response::new(&mut raw);
-        match resp.parse(buf) {
-            Ok(httparse::Status::Complete(n)) => {
-                let code = resp.code.unwrap_or(200);
-                let status =
-                    StatusCode::from_u16(code).map_err(|_| HeadError::Status(code.to_string()))?;
-                (Some(status), n, resp.headers.len())
-            }
-            Ok(httparse::Status::Partial) => return partial(buf),
-            Err(e) => return Err(HeadError::Malformed(e.to_string())),
-        }
-    } else {
-        match httparse::parse_headers(buf, &mut raw) {
-            Ok(httparse::Status::Complete((n, hs))) => (None, n, hs.len()),
-            Ok(httparse::Status::Partial) => return partial(buf),
-            Err(e) => return Err(HeadError::Malformed(e.to_string())),
-        }
+pub fn error_response(status: StatusCode) -> UpstreamResponse {
+    let reply = crate::http::reply::Reply::error(status);
+    let body = match reply.body {
+        crate::http::reply::Body::Bytes(b) => b,
+        _ => Bytes::new(),
     };
-    let headers = &raw[..count];
-    let mut status = status;
-    let mut location = false;
-    // Fields the backend's Connection field names are hop-by-hop too (rare: look only
-    // when there is one).
-    let connection_named = headers
-        .iter()
-        .any(|h| h.name.eq_ignore_ascii_case("connection"));
-    let mut fields = Fields {
-        wire: Vec::with_capacity(buf.len().min(consumed)),
-        has_date: false,
-        content_length: None,
-    };
-    for h in headers.iter() {
-        let name = h.name.as_bytes();
-        if name.eq_ignore_ascii_case(b"status") {
-            let text = String::from_utf8_lossy(h.value).into_owned();
-            let code = text
-                .split_whitespace()
-                .next()
-                .and_then(|c| c.parse::<u16>().ok())
-                .and_then(|c| StatusCode::from_u16(c).ok())
-                .ok_or(HeadError::Status(text))?;
-            status = Some(code);
-            continue;
-        }
-        if name.eq_ignore_ascii_case(b"content-length") {
-            fields.content_length = std::str::from_utf8(h.value)
-                .ok()
-                .and_then(|v| v.trim().parse().ok());
-            continue;
-        }
-        if is_hop_by_hop(name) {
-            continue;
-        }
-        if connection_named && named_by_connection(headers, name) {
-            continue;
-        }
-        location |= name.eq_ignore_ascii_case(b"location");
-        fields.push(name, h.value);
-    }
-    // CGI: a Location without a Status is a redirect.
-    let status = status.unwrap_or(if location {
-        StatusCode::FOUND
-    } else {
-        StatusCode::OK
-    });
-    Ok(Some(Head {
+    let mut fields = Fields::default();
+    fields.push(b"Content-Type", b"text/html; charset=utf-8");
+    UpstreamResponse {
         status,
-        fields,
-        consumed,
-    }))
-}
-
-/// Fields that describe one connection, never forwarded (RFC 9110 §7.6.1).
-pub fn is_hop_by_hop(name: &[u8]) -> bool {
-    const HOP_BY_HOP: [&[u8]; 7] = [
-        b"connection",
-        b"keep-alive",
-        b"proxy-connection",
-        b"te",
-        b"trailer",
-        b"transfer-encoding",
-        b"upgrade",
-    ];
-    HOP_BY_HOP.iter().any(|h| name.eq_ignore_ascii_case(h))
-}
-
-fn named_by_connection(headers: &[httparse::Header<'_>], name: &[u8]) -> bool {
-    headers
-        .iter()
-        .filter(|h| h.name.eq_ignore_ascii_case("connection"))
-        .flat_map(|h| h.value.split(|&b| b == b','))
-        .any(|token| token.trim_ascii().eq_ignore_ascii_case(name))
-}
-
-fn partial(buf: &[u8]) -> Result<Option<Head>, HeadError> {
-    if buf.len() > MAX_HEAD {
-        Err(HeadError::TooLarge(MAX_HEAD))
-    } else {
-        Ok(None)
+        head: ResponseHead::Fields(fields),
+        payload: Payload::Whole(body),
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// What a pool answered, for either connection layer: the HTTP/1.1 fast path writes a
+/// CGI backend's fields as they came; hyper takes [`UpstreamResponse::into_hyper`].
+pub struct UpstreamResponse {
+    pub status: StatusCode,
+    pub head: ResponseHead,
+    pub payload: Payload,
+}
 
-    #[test]
-    fn cgi_heads() {
-        let h = parse_head(
-            b"Status: 404 Not Found\r\nContent-Type: text/html\r\nX-A: 1\r\nX-A: 2\r\n\r\nbody",
-        )
-        .unwrap()
-        .unwrap();
-        assert_eq!(h.status, StatusCode::NOT_FOUND);
-        assert_eq!(h.fields.get("content-type"), Some(&b"text/html"[..]));
-        assert_eq!(h.fields.iter().filter(|(n, _)| *n == b"X-A").count(), 2);
-        assert_eq!(h.consumed, 66);
-        let h = parse_head(b"Content-Type: text/plain\n\nok")
-            .unwrap()
-            .unwrap();
-        assert_eq!(h.status, StatusCode::OK);
-        let h = parse_head(b"Location: /elsewhere\r\n\r\n")
-            .unwrap()
-            .unwrap();
-        assert_eq!(h.status, StatusCode::FOUND);
+impl UpstreamResponse {
+    /// The length of a body that is all in hand.
+    pub fn whole_len(&self) -> Option<u64> {
+        match &self.payload {
+            Payload::Whole(b) => Some(b.len() as u64),
+            Payload::Stream(_) => None,
+        }
     }
 
-    #[test]
-    fn http_status_lines() {
-        let h = parse_head(b"HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n")
-            .unwrap()
-            .unwrap();
-        assert_eq!(h.status, StatusCode::CREATED);
-        assert!(parse_head(b"HTTP/1.1 200 OK\r\nContent-Ty")
-            .unwrap()
-            .is_none());
+    /// The body length the backend declared (what a HEAD response says).
+    pub fn declared_len(&self) -> Option<u64> {
+        match &self.head {
+            ResponseHead::Fields(f) => f.content_length(),
+            ResponseHead::Map(m) => m
+                .get(http::header::CONTENT_LENGTH)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.parse().ok()),
+        }
     }
 
-    #[test]
-    fn garbage_is_rejected_precisely() {
-        assert_eq!(
-            parse_head(b"Status: nope\r\n\r\n").unwrap_err(),
-            HeadError::Status("nope".into())
-        );
-        assert!(matches!(
-            parse_head(b"\x00\x01binary\r\n\r\n"),
-            Err(HeadError::Malformed(_))
-        ));
-        assert!(matches!(
-            parse_head(b"HTTP/1.1 abc OK\r\n\r\n"),
-            Err(HeadError::Malformed(_))
-        ));
-        let huge = vec![b'a'; MAX_HEAD + 1];
-        assert_eq!(
-            parse_head(&huge).unwrap_err(),
-            HeadError::TooLarge(MAX_HEAD)
-        );
+    pub fn into_hyper(self) -> Response<BoxedBody> {
+        let mut headers = match self.head {
+            ResponseHead::Fields(f) => f.into_header_map(),
+            ResponseHead::Map(m) => m,
+        };
+        let body = match self.payload {
+            Payload::Whole(b) => {
+                headers.insert(http::header::CONTENT_LENGTH, HeaderValue::from(b.len()));
+                http_body_util::Full::new(b)
+                    .map_err(|never| match never {})
+                    .boxed()
+            }
+            Payload::Stream(b) => b,
+        };
+        let mut resp = Response::new(body);
+        *resp.status_mut() = self.status;
+        *resp.headers_mut() = headers;
+        resp
     }
 
-    #[test]
-    fn fields_keep_wire_form_without_hop_by_hop_or_length() {
-        let h = parse_head(
-            b"Status: 200 OK\r\nContent-Type: text/html\r\nConnection: close, X-Secret\r\n\
-              X-Secret: 1\r\nKeep-Alive: timeout=5\r\nTransfer-Encoding: chunked\r\n\
-              Content-Length: 12\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\nDate: x\r\n\r\n",
-        )
-        .unwrap()
-        .unwrap();
-        assert_eq!(
-            std::str::from_utf8(h.fields.wire()).unwrap(),
-            "Content-Type: text/html\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\nDate: x\r\n"
-        );
-        assert!(h.fields.has_date());
-        assert_eq!(h.fields.content_length(), Some(12));
-        let map = h.fields.clone().into_header_map();
-        assert_eq!(map.get_all("set-cookie").iter().count(), 2);
-        assert_eq!(map["content-type"], "text/html");
-        assert_eq!(map.len(), 4);
-        let pairs: Vec<_> = h.fields.iter().collect();
-        assert_eq!(pairs[0], (&b"Content-Type"[..], &b"text/html"[..]));
-        assert_eq!(pairs[3], (&b"Date"[..], &b"x"[..]));
+    pub(super) fn from_hyper(resp: Response<BoxedBody>) -> UpstreamResponse {
+        let (parts, body) = resp.into_parts();
+        UpstreamResponse {
+            status: parts.status,
+            head: ResponseHead::Map(parts.headers),
+            payload: Payload::Stream(body),
+        }
     }
+}
 
-    #[test]
-    fn empty_values_and_no_date() {
-        let h = parse_head(b"X-Empty:\r\nLocation: /a\r\n\r\n")
-            .unwrap()
-            .unwrap();
-        assert_eq!(h.status, StatusCode::FOUND);
-        assert!(!h.fields.has_date());
-        assert_eq!(h.fields.content_length(), None);
-        assert_eq!(h.fields.get("x-empty"), Some(&b""[..]));
-        assert_eq!(h.fields.get("location"), Some(&b"/a"[..]));
+/// The response header fields, hop-by-hop ones already removed.
+pub enum ResponseHead {
+    /// From a FastCGI, uwsgi or SCGI backend, in wire form.
+    Fields(Fields),
+    /// From an HTTP backend (hyper's client).
+    Map(HeaderMap),
+}
+
+pub enum Payload {
+    /// The whole body, in hand: sent with a Content-Length.
+    Whole(Bytes),
+    /// A body still arriving from the backend.
+    Stream(BoxedBody),
+}
+
+/// A response whose body is complete in memory: sent with a Content-Length in one write.
+pub(super) fn whole(status: StatusCode, fields: Fields, body: Bytes) -> UpstreamResponse {
+    UpstreamResponse {
+        status,
+        head: ResponseHead::Fields(fields),
+        payload: Payload::Whole(body),
+    }
+}
+
+/// A response whose body the reader task feeds through `rx`.
+pub(super) fn streamed(
+    status: StatusCode,
+    fields: Fields,
+    rx: mpsc::Receiver<io::Result<Bytes>>,
+) -> UpstreamResponse {
+    UpstreamResponse {
+        status,
+        head: ResponseHead::Fields(fields),
+        payload: Payload::Stream(ChannelBody { rx }.boxed()),
     }
 }

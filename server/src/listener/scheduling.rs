@@ -15,6 +15,9 @@
 //! an edge on its own cores sees no difference; latency grows, by at most a slice, only
 //! while the core is contended, which is when batching pays. It needs no privilege
 //! (only real-time policies do), and `normal` restores the kernel default.
+// sched_setscheduler(2) and sched_getscheduler(2) have no safe wrapper (rustix leaves
+// them out); both take plain values and a pointer to a local.
+#![allow(unsafe_code)]
 
 use std::io;
 

@@ -1,7 +1,7 @@
 //! The CGI/1.1 environment (RFC 3875) for FastCGI, uwsgi and SCGI backends, with the
 //! variables php-fpm and uWSGI expect.
 
-use crate::http::text::push_decimal;
+use skiff_http::text::push_decimal;
 
 /// What the environment needs of a request: hyper's parts and the fast path's httparse
 /// view both give it, so neither has to be turned into the other.

@@ -1,18 +1,13 @@
-//! Sending file bodies. On plaintext HTTP/1.1 a file region goes out with sendfile(2)
+//! Sending file bodies on the HTTP/1.1 fast path: a file region goes out with sendfile(2)
 //! (page cache to socket, no copy through user space) or, below `sendfile_min_bytes`, with
-//! pread(2) into a buffer and write(2). For hyper (HTTP/2, handed-off HTTP/1.1) files are
-//! read with pread into `Bytes` frames. A file truncated mid-send ends the connection with
-//! an error: the client sees a short body, never someone else's bytes.
+//! pread(2) into a buffer and write(2); paced bodies in timed chunks. A file truncated
+//! mid-send ends the connection with an error: the client sees a short body, never
+//! someone else's bytes.
 
-use crate::http::reply::{Body, FileSlice, Part};
+use crate::http::reply::{FileSlice, Part};
 use crate::shaping::{Pacer, Throttle};
-use bytes::Bytes;
-use std::collections::VecDeque;
-use std::future::Future;
 use std::io;
 use std::os::unix::fs::FileExt;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 use tokio::io::Interest;
 use tokio::net::TcpStream;
 
@@ -22,7 +17,7 @@ pub struct Sent {
     pub via_pread: u64,
 }
 
-fn truncated() -> io::Error {
+pub(super) fn truncated() -> io::Error {
     io::Error::new(
         io::ErrorKind::UnexpectedEof,
         "file truncated while being sent",
@@ -118,134 +113,6 @@ async fn send_file_slice_inner(
         *chunk = Vec::new();
     }
     Ok(sent)
-}
-
-/// A `Reply` body for hyper: memory parts as-is, file parts read in chunks.
-pub struct ReplyBody {
-    parts: VecDeque<Part>,
-    remaining: u64,
-    chunk_size: usize,
-    /// Bandwidth limits: the pacer, and a chunk already charged that waits for `sleep`.
-    pacer: Option<Pacer>,
-    sleep: Option<Pin<Box<tokio::time::Sleep>>>,
-    ready: Option<Bytes>,
-}
-
-impl ReplyBody {
-    pub fn new(body: Body, chunk_size: usize) -> ReplyBody {
-        let remaining = body.len();
-        let parts = match body {
-            Body::Empty => VecDeque::new(),
-            Body::Bytes(b) => VecDeque::from([Part::Bytes(b)]),
-            Body::File(f) => VecDeque::from([Part::File(f)]),
-            Body::Parts(p) => p.into(),
-            Body::Mirrored(b, _) => VecDeque::from([Part::Bytes(b)]),
-        };
-        ReplyBody {
-            parts,
-            remaining,
-            chunk_size: chunk_size.max(4096),
-            pacer: None,
-            sleep: None,
-            ready: None,
-        }
-    }
-
-    /// Paces this body under `throttle`.
-    pub fn throttled(mut self, throttle: std::sync::Arc<Throttle>) -> ReplyBody {
-        let pacer = Pacer::new(throttle);
-        self.chunk_size = pacer.chunk_size();
-        // Memory parts are cut to the pacing chunk too.
-        let parts: Vec<Part> = self.parts.drain(..).collect();
-        for p in parts {
-            match p {
-                Part::Bytes(b) if b.len() > self.chunk_size => {
-                    let mut off = 0;
-                    while off < b.len() {
-                        let end = (off + self.chunk_size).min(b.len());
-                        self.parts.push_back(Part::Bytes(b.slice(off..end)));
-                        off = end;
-                    }
-                }
-                other => self.parts.push_back(other),
-            }
-        }
-        self.pacer = Some(pacer);
-        self
-    }
-    pub fn empty() -> ReplyBody {
-        ReplyBody::new(Body::Empty, 4096)
-    }
-}
-
-impl http_body::Body for ReplyBody {
-    type Data = Bytes;
-    type Error = io::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<http_body::Frame<Bytes>, io::Error>>> {
-        if let Some(sleep) = self.sleep.as_mut() {
-            if sleep.as_mut().poll(cx).is_pending() {
-                return Poll::Pending;
-            }
-            self.sleep = None;
-        }
-        if let Some(data) = self.ready.take() {
-            self.remaining -= data.len() as u64;
-            return Poll::Ready(Some(Ok(http_body::Frame::data(data))));
-        }
-        // Reads are from the page cache in the common case and run inline, as nginx and
-        // lighttpd do without aio; a body never blocks on the network here.
-        let chunk_size = self.chunk_size;
-        let Some(part) = self.parts.pop_front() else {
-            return Poll::Ready(None);
-        };
-        let data = match part {
-            Part::Bytes(b) => b,
-            Part::File(mut f) => {
-                let want = (f.len as usize).min(chunk_size);
-                let mut buf = vec![0u8; want];
-                let mut got = 0;
-                while got < want {
-                    match f.file.read_at(&mut buf[got..], f.offset + got as u64) {
-                        Ok(0) => return Poll::Ready(Some(Err(truncated()))),
-                        Ok(n) => got += n,
-                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                        Err(e) => return Poll::Ready(Some(Err(e))),
-                    }
-                }
-                f.offset += want as u64;
-                f.len -= want as u64;
-                if f.len > 0 {
-                    self.parts.push_front(Part::File(f));
-                }
-                Bytes::from(buf)
-            }
-        };
-        if let Some(pacer) = self.pacer.as_mut() {
-            let wait = pacer.before_chunk(data.len() as u64);
-            if !wait.is_zero() {
-                let mut sleep = Box::pin(tokio::time::sleep(wait));
-                if sleep.as_mut().poll(cx).is_pending() {
-                    self.sleep = Some(sleep);
-                    self.ready = Some(data);
-                    return Poll::Pending;
-                }
-            }
-        }
-        self.remaining -= data.len() as u64;
-        Poll::Ready(Some(Ok(http_body::Frame::data(data))))
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.remaining == 0
-    }
-
-    fn size_hint(&self) -> http_body::SizeHint {
-        http_body::SizeHint::with_exact(self.remaining)
-    }
 }
 
 /// Writes a body under bandwidth limits: chunks of about 1/20 s, each after the wait the

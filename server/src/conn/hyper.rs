@@ -1,17 +1,19 @@
 //! The hyper path: HTTP/2 with prior knowledge (h2c) and every HTTP/1.1 request the fast
-//! path does not take. Requests go through the same handler as the fast path, so both
-//! paths answer identically.
+//! path does not take. Requests are routed by the same `exchange::front` and recorded by
+//! the same exchange record as on the fast path, so both paths answer and log alike.
 
-use super::body::ReplyBody;
+use super::recorded_body::{RecordedBody, RequestMeta};
+use super::reply_body::ReplyBody;
 use super::rewind::Rewind;
-use super::shutdown::{stopping, Phase};
-use super::worker::{with_worker, Shared};
-use crate::access_log::LogRecord;
+use crate::app::Routed;
+use crate::exchange::{front, Outcome, Protocol};
 use crate::http::reply::Reply;
 use crate::http::request::{HeaderSource, RequestHead};
-use crate::upstream::handler::{ClientBody, PoolRequest, UpstreamBody};
+use crate::shutdown::stopping;
+use crate::state::Shared;
+use crate::upstream::{self, BackendRequest, ClientBody, Message};
 use http::header::{CONTENT_LENGTH, DATE, SERVER};
-use http::{HeaderValue, Method, Request, Response, StatusCode, Version};
+use http::{HeaderValue, Method, Request, Response};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
@@ -23,7 +25,12 @@ use std::sync::Arc;
 use std::time::Instant;
 use tokio::net::TcpStream;
 
-pub async fn serve(io: Rewind<TcpStream>, peer: SocketAddr, local_port: u16, shared: Arc<Shared>) {
+pub(super) async fn serve(
+    io: Rewind<TcpStream>,
+    peer: SocketAddr,
+    local_port: u16,
+    shared: Arc<Shared>,
+) {
     let limits = shared.settings.limits.clone();
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
@@ -44,11 +51,11 @@ pub async fn serve(io: Rewind<TcpStream>, peer: SocketAddr, local_port: u16, sha
         let shared = svc_shared.clone();
         let remote = remote.clone();
         async move {
-            let http1 = req.version() < Version::HTTP_2;
-            let mut response = handle(req, peer, local_port, &remote, &shared).await;
+            let protocol = Protocol::of(req.version());
+            let mut response = handle(req, peer, local_port, remote, &shared).await;
             // As on the fast path: once /readyz fails, HTTP/1 responses close their
             // connection so keep-alive clients move to pods that stay.
-            if http1 && shared.shutdown.phase() >= Phase::Draining {
+            if protocol != Protocol::Http2 && front::closes_connections(&shared.shutdown) {
                 response
                     .headers_mut()
                     .insert(http::header::CONNECTION, HeaderValue::from_static("close"));
@@ -78,122 +85,55 @@ async fn handle(
     req: Request<Incoming>,
     peer: SocketAddr,
     local_port: u16,
-    remote: &str,
+    remote: Arc<str>,
     shared: &Shared,
-) -> Response<UpstreamBody> {
-    let start = Instant::now();
+) -> Response<RecordedBody> {
+    let started = Instant::now();
     let (parts, body) = req.into_parts();
-    let version = match parts.version {
-        Version::HTTP_2 => "HTTP/2.0",
-        Version::HTTP_10 => "HTTP/1.0",
-        _ => "HTTP/1.1",
+    let meta = RequestMeta {
+        remote,
+        method: parts.method.clone(),
+        uri: parts.uri.clone(),
+        protocol: Protocol::of(parts.version),
+        referer: parts.headers.get(http::header::REFERER).cloned(),
+        user_agent: parts.headers.get(http::header::USER_AGENT).cloned(),
+        started,
     };
     // The request view is built once; a pool request drops it before the parts move on.
     let head = request_head(&parts, peer.ip());
-    let (reply, vhost, upstream) = {
-        if parts.version == Version::HTTP_11 && head.host.is_none() {
-            (Reply::error(StatusCode::BAD_REQUEST), "unknown", None)
-        } else if head.path == "*" {
-            (
-                super::fast_h1::asterisk_reply(&head.method),
-                "unknown",
-                None,
-            )
-        } else {
-            let routed = shared.app.load().respond(&head);
-            (routed.reply, routed.vhost, routed.upstream)
+    let (reply, vhost) = match front::route(&shared.app.load(), &head, meta.protocol) {
+        Routed::Reply { reply, vhost } => (reply, vhost),
+        Routed::Upstream { route, vhost } => {
+            drop(head);
+            let request = BackendRequest {
+                route: &route,
+                client: peer,
+                local_port,
+                message: Message::Http(Request::from_parts(parts, ClientBody::Hyper(body))),
+            };
+            let resp = upstream::serve(request, &shared.metrics).await;
+            let outcome = Outcome {
+                vhost,
+                status: resp.status.as_u16(),
+                body_bytes: 0,
+                cache_hit: None,
+                pool: Some(route.backend.pool.name),
+            };
+            let resp = resp.into_hyper();
+            return resp.map(|body| RecordedBody::new(body, meta, outcome));
         }
     };
-    if let Some(call) = upstream {
-        drop(head);
-        let method = parts.method.clone();
-        let target = parts
-            .uri
-            .path_and_query()
-            .map_or("/", |pq| pq.as_str())
-            .to_owned();
-        let (referer, agent) = (
-            parts.headers.get(http::header::REFERER).cloned(),
-            parts.headers.get(http::header::USER_AGENT).cloned(),
-        );
-        let resp = crate::upstream::handler::run(
-            &call,
-            PoolRequest::Hyper(Request::from_parts(parts, ClientBody::Hyper(body))),
-            peer,
-            local_port,
-            &shared.metrics,
-        )
-        .await;
-        let status = resp.status.as_u16();
-        let sent = resp.whole_len().unwrap_or(0);
-        with_worker(|w| {
-            w.metrics.record(
-                vhost,
-                &method,
-                status,
-                sent,
-                start.elapsed().as_secs_f64(),
-                None,
-            );
-            if w.log.enabled() {
-                w.log.log(&LogRecord {
-                    remote,
-                    method: method.as_str(),
-                    target: &target,
-                    version,
-                    status,
-                    bytes: sent,
-                    referer: referer.as_ref().map(|v| v.as_bytes()),
-                    user_agent: agent.as_ref().map(|v| v.as_bytes()),
-                    duration_us: start.elapsed().as_micros() as u64,
-                });
-            }
-        });
-        return resp.into_hyper();
-    }
-    let status = reply.status;
     let head_only = head.method == Method::HEAD;
-    let body_len = reply.body.len();
-    let cache_hit = matches!(
-        status,
-        StatusCode::OK | StatusCode::NOT_MODIFIED | StatusCode::PARTIAL_CONTENT
-    )
-    .then_some(reply.cache_hit);
-    let sent = if head_only { 0 } else { body_len };
-    with_worker(|w| {
-        w.metrics.record(
-            vhost,
-            &head.method,
-            status.as_u16(),
-            sent,
-            start.elapsed().as_secs_f64(),
-            cache_hit,
-        );
-        if w.log.enabled() {
-            w.log.log(&LogRecord {
-                remote,
-                method: head.method.as_str(),
-                target: head.target,
-                version,
-                status: status.as_u16(),
-                bytes: sent,
-                referer: head.referer,
-                user_agent: head.user_agent,
-                duration_us: if w.log.wants_duration() {
-                    start.elapsed().as_micros() as u64
-                } else {
-                    0
-                },
-            });
-        }
-    });
+    let outcome = Outcome {
+        vhost,
+        status: reply.status.as_u16(),
+        body_bytes: 0,
+        cache_hit: front::cache_outcome(&reply),
+        pool: None,
+    };
     // HTTP/2 frames bodies itself; 256 KiB reads keep memory per stream modest.
-    into_response(
-        reply,
-        head_only,
-        shared.settings.read_chunk_bytes.min(256 * 1024),
-    )
-    .map(|b| b.boxed())
+    let chunk = shared.settings.read_chunk_bytes.min(256 * 1024);
+    into_response(reply, head_only, chunk).map(|b| RecordedBody::new(b.boxed(), meta, outcome))
 }
 
 /// The handler's view of a hyper request.

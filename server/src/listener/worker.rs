@@ -1,13 +1,9 @@
 //! Worker threads, listeners and the accept loop.
 
 use crate::access_log::AccessLog;
-use crate::app::App;
-use crate::cache::{FileCache, RootRegistry};
-use crate::metrics::{Metrics, WorkerMetrics};
-use crate::server::shutdown::{stopping, ShutdownControl};
-use crate::settings::Settings;
-use arc_swap::ArcSwap;
-use std::cell::RefCell;
+use crate::metrics::WorkerMetrics;
+use crate::shutdown::stopping;
+use crate::state::{install_worker, with_worker, Shared, WorkerState};
 use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -15,34 +11,6 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpSocket};
-use tokio::sync::Semaphore;
-
-/// State every worker reads; immutable while serving.
-pub struct Shared {
-    pub settings: Settings,
-    /// The live configuration generation; a reload swaps it, in-flight requests keep theirs.
-    pub app: ArcSwap<App>,
-    pub cache: Arc<FileCache>,
-    pub roots: RootRegistry,
-    pub metrics: Arc<Metrics>,
-    pub shutdown: ShutdownControl,
-    pub permits: Arc<Semaphore>,
-}
-
-/// Per-thread mutable state: metric handles and the access-log buffer. Thread-local, so
-/// connection tasks reach it without locks or Send bounds.
-pub(crate) struct WorkerState {
-    pub metrics: WorkerMetrics,
-    pub log: AccessLog,
-}
-
-thread_local! {
-    static WORKER: RefCell<Option<WorkerState>> = const { RefCell::new(None) };
-}
-
-pub(crate) fn with_worker<R>(f: impl FnOnce(&mut WorkerState) -> R) -> Option<R> {
-    WORKER.with(|w| w.borrow_mut().as_mut().map(f))
-}
 
 /// Binds a listening socket with SO_REUSEPORT so that every worker can own one.
 pub fn bind_listener(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
@@ -106,14 +74,12 @@ fn worker_main(listener: std::net::TcpListener, shared: Arc<Shared>) {
             return;
         }
     };
-    WORKER.with(|w| {
-        *w.borrow_mut() = Some(WorkerState {
-            metrics: WorkerMetrics::new(shared.metrics.clone()),
-            log: AccessLog::new(
-                shared.settings.access_log,
-                shared.settings.access_log_destination.clone(),
-            ),
-        })
+    install_worker(WorkerState {
+        metrics: WorkerMetrics::new(shared.metrics.clone()),
+        log: AccessLog::new(
+            shared.settings.access_log,
+            shared.settings.access_log_destination.clone(),
+        ),
     });
     rt.block_on(async {
         let listener = match TcpListener::from_std(listener) {
@@ -187,7 +153,7 @@ async fn accept_loop(listener: TcpListener, shared: &Arc<Shared>, local: &Arc<At
         let local = local.clone();
         tokio::spawn(async move {
             shared.metrics.connections_open.inc();
-            super::fast_h1::serve(stream, peer, local_port, &shared).await;
+            crate::conn::serve(stream, peer, local_port, &shared).await;
             shared.metrics.connections_open.dec();
             drop(permit);
             drop(global);

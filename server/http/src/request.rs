@@ -1,7 +1,7 @@
 //! The protocol-neutral view of a request that handlers see. Both the HTTP/1.1 fast path
 //! and the hyper path build one, so handlers never depend on the wire format.
 
-use crate::http::conditional::Preconditions;
+use crate::conditional::Preconditions;
 use http::Method;
 use std::net::IpAddr;
 

@@ -1,0 +1,210 @@
+//! Compiling one configured rule: its match conditions, its action (a pool looked up by
+//! name), and its modifiers, with errors that name the rule's place in the file.
+
+use super::modifiers::{AccessList, BasicAuth, CachePolicy, Cors, HeaderOps, RateLimiter};
+use super::rules::{Action, Conditions};
+use super::{BandwidthLimits, Rule};
+use crate::upstream::pool::Pool;
+use bytes::Bytes;
+use http::{HeaderName, HeaderValue, Method, StatusCode};
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+pub(super) fn compile_rule(
+    r: &skiff_config::Rule,
+    at: &str,
+    base: &Path,
+    pools: &HashMap<&str, Arc<Pool>>,
+) -> Result<Rule, String> {
+    let m = &r.matches;
+    let regex = match &m.regex {
+        Some(re) => Some(regex::Regex::new(re).map_err(|e| format!("{at}.match.regex: {e}"))?),
+        None => None,
+    };
+    let captures = regex.as_ref().map_or(0, |r| r.captures_len() - 1);
+    let methods = m
+        .methods
+        .iter()
+        .map(|x| Method::from_bytes(x.as_bytes()).map_err(|_| format!("{at}.match.methods: {x:?}")))
+        .collect::<Result<Vec<_>, _>>()?;
+    let conditions = Conditions {
+        prefix: m.prefix.clone(),
+        path: m.path.clone(),
+        regex,
+        extensions: m
+            .extensions
+            .iter()
+            .map(|e| e.to_ascii_lowercase())
+            .collect(),
+        methods,
+        headers: m
+            .headers
+            .iter()
+            .map(|h| {
+                (
+                    h.name.clone(),
+                    h.value.as_ref().map(|v| v.as_bytes().to_vec()),
+                )
+            })
+            .collect(),
+    };
+    let status =
+        |code: u16| StatusCode::from_u16(code).map_err(|_| format!("{at}: bad status {code}"));
+    let action = match &r.action {
+        skiff_config::Action::Static {} => Action::Static,
+        skiff_config::Action::Redirect { to, status: s } => Action::Redirect {
+            to: skiff_config::Template::parse(to, captures)
+                .map_err(|e| format!("{at}.action.redirect.to: {e}"))?,
+            status: status(*s)?,
+        },
+        skiff_config::Action::Return {
+            status: s,
+            body,
+            content_type,
+        } => Action::Return {
+            status: status(*s)?,
+            body: Bytes::from(body.clone()),
+            content_type: HeaderValue::from_str(content_type)
+                .map_err(|_| format!("{at}.action.return.content_type"))?,
+        },
+        skiff_config::Action::Deny { status: s } => Action::Deny {
+            status: status(*s)?,
+        },
+        skiff_config::Action::Proxy(p) => Action::Upstream(Arc::new(crate::upstream::Backend {
+            pool: find_pool(pools, &p.pool, at)?,
+            forwarding: crate::upstream::Forwarding::Http {
+                host: match &p.host {
+                    Some(h) => Some(
+                        HeaderValue::from_str(h).map_err(|_| format!("{at}.action.proxy.host"))?,
+                    ),
+                    None => None,
+                },
+            },
+        })),
+        skiff_config::Action::Fastcgi(t)
+        | skiff_config::Action::Uwsgi(t)
+        | skiff_config::Action::Scgi(t) => Action::Upstream(Arc::new(crate::upstream::Backend {
+            pool: find_pool(pools, &t.pool, at)?,
+            forwarding: crate::upstream::Forwarding::Cgi {
+                document_root: t.document_root.clone(),
+                index: t.index.clone(),
+                split_path_info: t.split_path_info,
+                params: t
+                    .params
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+            },
+        })),
+    };
+    let access = match &r.access {
+        Some(a) => Some(AccessList {
+            allow: a
+                .allow
+                .iter()
+                .map(|c| skiff_config::parse_cidr(c))
+                .collect::<Result<_, _>>()?,
+            deny: a
+                .deny
+                .iter()
+                .map(|c| skiff_config::parse_cidr(c))
+                .collect::<Result<_, _>>()?,
+            status: status(a.status)?,
+        }),
+        None => None,
+    };
+    let joined = |list: &[String]| -> Option<HeaderValue> {
+        (!list.is_empty())
+            .then(|| HeaderValue::from_str(&list.join(", ")).ok())
+            .flatten()
+    };
+    let cors = r.cors.as_ref().map(|c| Cors {
+        any_origin: c.allow_origins.iter().any(|o| o == "*"),
+        origins: c.allow_origins.clone(),
+        allow_methods: joined(&c.allow_methods)
+            .unwrap_or(HeaderValue::from_static("GET, HEAD, POST")),
+        allow_headers: joined(&c.allow_headers),
+        expose_headers: joined(&c.expose_headers),
+        credentials: c.allow_credentials,
+        max_age: c.max_age.map(HeaderValue::from),
+    });
+    let basic_auth = match &r.basic_auth {
+        Some(b) => {
+            let file = base.join(&b.htpasswd);
+            let text = std::fs::read_to_string(&file).map_err(|e| {
+                format!(
+                    "{at}.basic_auth.htpasswd: cannot read {}: {e}",
+                    file.display()
+                )
+            })?;
+            Some(
+                BasicAuth::from_htpasswd(&text, &b.realm)
+                    .map_err(|e| format!("{at}.basic_auth.htpasswd: {}: {e}", file.display()))?,
+            )
+        }
+        None => None,
+    };
+    let header = |n: &str| {
+        HeaderName::from_bytes(n.as_bytes()).map_err(|_| format!("{at}.headers: bad name {n:?}"))
+    };
+    let value =
+        |v: &str| HeaderValue::from_str(v).map_err(|_| format!("{at}.headers: bad value {v:?}"));
+    let headers = match &r.headers {
+        Some(h) => Some(HeaderOps {
+            remove: h
+                .remove
+                .iter()
+                .map(|n| header(n))
+                .collect::<Result<_, _>>()?,
+            set: h
+                .set
+                .iter()
+                .map(|(n, v)| Ok((header(n)?, value(v)?)))
+                .collect::<Result<_, String>>()?,
+            add: h
+                .add
+                .iter()
+                .map(|(n, v)| Ok((header(n)?, value(v)?)))
+                .collect::<Result<_, String>>()?,
+        }),
+        None => None,
+    };
+    let cache = r.cache.as_ref().map(|c| {
+        let mut cc = String::new();
+        match c.visibility {
+            Some(skiff_config::CacheVisibility::Public) => cc.push_str("public, "),
+            Some(skiff_config::CacheVisibility::Private) => cc.push_str("private, "),
+            None => {}
+        }
+        cc.push_str(&format!("max-age={}", c.max_age));
+        if c.immutable {
+            cc.push_str(", immutable");
+        }
+        CachePolicy {
+            cache_control: HeaderValue::from_str(&cc).expect("ASCII"),
+            max_age: c.max_age,
+        }
+    });
+    Ok(Rule {
+        bandwidth: BandwidthLimits::from_config(r.bandwidth.as_ref()),
+        conditions,
+        action,
+        access,
+        rate_limit: r
+            .rate_limit
+            .as_ref()
+            .map(|l| RateLimiter::new(l.requests_per_second, l.burst)),
+        cors,
+        basic_auth,
+        headers,
+        cache,
+    })
+}
+
+fn find_pool(pools: &HashMap<&str, Arc<Pool>>, name: &str, at: &str) -> Result<Arc<Pool>, String> {
+    pools
+        .get(name)
+        .cloned()
+        .ok_or_else(|| format!("{at}.action: no pool named {name:?}"))
+}

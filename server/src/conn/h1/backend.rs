@@ -1,0 +1,270 @@
+//! Pool requests on the fast path: a request without a body goes to its backend from
+//! here, and the response is written on the connection (whole bodies with the head in
+//! one writev, streamed ones chunk by chunk as the backend sends them). A client that
+//! goes away while the backend works cancels it.
+
+use super::encode::{self, Framing};
+use super::{Conn, Logged};
+use crate::exchange::{front, Exchange, Outcome, Protocol};
+use crate::http::request::RequestHead;
+use crate::upstream::cgi_env::{CgiRequest, Env};
+use crate::upstream::{
+    self, BackendRequest, BackendRoute, ClientBody, Message, Payload, UpstreamResponse,
+};
+use bytes::Bytes;
+use http::Method;
+use std::io;
+use std::net::SocketAddr;
+use std::time::Instant;
+use tokio::io::Interest;
+use tokio::net::TcpStream;
+
+/// A pool request taken off the buffer, owning what it needs.
+pub(super) struct BackendJob {
+    pub route: Box<BackendRoute>,
+    pub message: JobMessage,
+    pub method: Method,
+    pub vhost: &'static str,
+    pub close: bool,
+    pub minor: u8,
+    pub started: Instant,
+    pub logged: Logged,
+}
+
+/// How a backend's response is framed for this request.
+#[derive(Clone, Copy)]
+struct Shape {
+    head_only: bool,
+    close: bool,
+    minor: u8,
+}
+
+pub(super) enum JobMessage {
+    /// For a CGI pool: the environment, built while httparse's view was at hand.
+    Cgi(Env),
+    /// For an HTTP pool (or an absolute-form target): the request in the `http` types.
+    Http(http::request::Parts),
+}
+
+/// The message for the route's pool, from httparse's view: a CGI environment straight
+/// from the parsed fields, or the `http` types for an HTTP pool. `None` when a header or
+/// the target is not valid for the `http` types (hyper answers 400 there too).
+pub(super) fn message(
+    route: &BackendRoute,
+    head: &RequestHead<'_>,
+    fields: &[httparse::Header<'_>],
+    minor: u8,
+    peer: SocketAddr,
+    local_port: u16,
+) -> Option<JobMessage> {
+    let version = if minor == 0 {
+        http::Version::HTTP_10
+    } else {
+        http::Version::HTTP_11
+    };
+    let env = head.target.starts_with('/').then(|| {
+        let view = CgiRequest {
+            method: head.method.as_str(),
+            target: head.target,
+            version,
+            authority: None,
+            fields: fields.iter().map(|f| (f.name.as_bytes(), f.value)),
+        };
+        upstream::bodiless_cgi_env(route, view, peer, local_port)
+    });
+    if let Some(env) = env.flatten() {
+        return Some(JobMessage::Cgi(env));
+    }
+    let mut headers = http::HeaderMap::with_capacity(fields.len());
+    for f in fields {
+        headers.append(
+            http::HeaderName::from_bytes(f.name.as_bytes()).ok()?,
+            http::HeaderValue::from_bytes(f.value).ok()?,
+        );
+    }
+    let (mut parts, ()) = http::Request::builder()
+        .method(head.method.clone())
+        .uri(head.target)
+        .version(version)
+        .body(())
+        .ok()?
+        .into_parts();
+    parts.headers = headers;
+    Some(JobMessage::Http(parts))
+}
+
+impl Conn<'_> {
+    /// Runs a pool request and writes its response; returns whether the connection stays
+    /// open. The exchange is recorded whatever happens to the connection.
+    pub(super) async fn serve_backend(&mut self, job: BackendJob) -> io::Result<bool> {
+        let BackendJob {
+            route,
+            message,
+            method,
+            vhost,
+            close,
+            minor,
+            started,
+            logged,
+        } = job;
+        let (env, parts) = match message {
+            JobMessage::Cgi(env) => (Some(env), None),
+            JobMessage::Http(parts) => (None, Some(parts)),
+        };
+        let message = match (&env, parts) {
+            (Some(env), _) => Message::Cgi(env),
+            (None, Some(parts)) => {
+                Message::Http(http::Request::from_parts(parts, ClientBody::Empty))
+            }
+            (None, None) => unreachable!("a job has an environment or parts"),
+        };
+        let request = BackendRequest {
+            route: &route,
+            client: self.peer,
+            local_port: self.local_port,
+            message,
+        };
+        let resp = tokio::select! {
+            resp = upstream::serve(request, &self.shared.metrics) => resp,
+            () = client_gone(&self.stream) => return Ok(false),
+        };
+        let head_ready = Instant::now();
+        let status = resp.status.as_u16();
+        let mut sent = 0u64;
+        let shape = Shape {
+            head_only: method == Method::HEAD,
+            close,
+            minor,
+        };
+        let result = self.write_response(resp, shape, &mut sent).await;
+        let ended = Instant::now();
+        Exchange {
+            remote: &self.remote,
+            request: logged.fields(&self.buf, &method, Protocol::of_minor(minor)),
+            outcome: Outcome {
+                vhost,
+                status,
+                body_bytes: sent,
+                cache_hit: None,
+                pool: Some(route.backend.pool.name),
+            },
+            started,
+            head_ready,
+            ended,
+        }
+        .record();
+        self.last_active = ended;
+        result
+    }
+
+    /// Writes a backend's response; `sent` counts the body bytes that went out. Returns
+    /// whether the connection may stay open.
+    async fn write_response(
+        &mut self,
+        resp: UpstreamResponse,
+        shape: Shape,
+        sent: &mut u64,
+    ) -> io::Result<bool> {
+        let Shape {
+            head_only,
+            close,
+            minor,
+        } = shape;
+        // HEAD: the length the backend declared for GET, if it did; not the empty body's.
+        let exact = if head_only {
+            resp.declared_len()
+        } else {
+            resp.whole_len()
+        };
+        let framing = Framing::of(resp.status, head_only, exact, minor);
+        let close =
+            close || framing == Framing::Close || front::closes_connections(&self.shared.shutdown);
+        encode::upstream_head(
+            &mut self.out.head,
+            resp.status,
+            &resp.head,
+            framing,
+            close,
+            minor,
+        );
+        self.out.push_head_appended(0);
+        let mut complete = true;
+        match resp.payload {
+            _ if head_only || framing == Framing::Bodiless => {
+                self.write_queued().await.1?;
+            }
+            Payload::Whole(body) => {
+                // A whole body: one writev with the head.
+                let (head_len, len) = (self.out.head.len() as u64, body.len() as u64);
+                self.out.push_bytes(body);
+                let (written, result) = self.write_queued().await;
+                *sent = written.saturating_sub(head_len).min(len);
+                result?;
+            }
+            Payload::Stream(mut body) => {
+                use http_body_util::BodyExt;
+                self.write_queued().await.1?;
+                loop {
+                    match body.frame().await {
+                        None => break,
+                        Some(Ok(frame)) => {
+                            let Ok(data) = frame.into_data() else {
+                                continue;
+                            };
+                            if data.is_empty() {
+                                continue;
+                            }
+                            let len = data.len() as u64;
+                            if framing == Framing::Chunked {
+                                let h = &mut self.out.head;
+                                encode::push_hex(h, data.len());
+                                h.extend_from_slice(b"\r\n");
+                                self.out.push_head_appended(0);
+                                self.out.push_bytes(data);
+                                self.out.push_bytes(Bytes::from_static(b"\r\n"));
+                            } else {
+                                self.out.push_bytes(data);
+                            }
+                            self.write_queued().await.1?;
+                            *sent += len;
+                        }
+                        Some(Err(e)) => {
+                            // The backend failed mid-body: the client must not take the
+                            // truncated body for a whole one, so no terminating chunk.
+                            tracing::debug!(error = %e, "upstream body ended with an error");
+                            complete = false;
+                            break;
+                        }
+                    }
+                }
+                if complete && framing == Framing::Chunked {
+                    self.out.push_bytes(Bytes::from_static(b"0\r\n\r\n"));
+                    self.write_queued().await.1?;
+                }
+            }
+        }
+        Ok(complete && !close)
+    }
+}
+
+/// Resolves when the client has closed its side (EOF or reset) while a backend works.
+/// Bytes it sends meanwhile (a pipelined request) are left for later, and then there is
+/// nothing more to learn here, so it stops watching.
+async fn client_gone(stream: &TcpStream) {
+    let mut probe = [0u8; 1];
+    loop {
+        if stream.readable().await.is_err() {
+            return;
+        }
+        match stream.try_io(Interest::READABLE, || {
+            rustix::net::recv(stream, &mut probe, rustix::net::RecvFlags::PEEK)
+                .map(|(n, _)| n)
+                .map_err(io::Error::from)
+        }) {
+            Ok(0) => return,
+            Ok(_) => return std::future::pending().await,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            Err(_) => return,
+        }
+    }
+}

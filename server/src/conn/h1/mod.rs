@@ -1,0 +1,450 @@
+//! The HTTP/1.1 fast path. hyper cannot hand a body to sendfile(2) (hyper #140, #3026), so
+//! plaintext HTTP/1.1 requests for GET, HEAD and OPTIONS without a body are parsed here
+//! with httparse (hyper's own parser) and answered by writing the head and memory bodies
+//! with one writev, and file bodies with sendfile or pread. Pipelined requests are
+//! answered in one batch. Anything else (h2c prior knowledge, request bodies, Expect,
+//! Upgrade, other methods) is handed to hyper together with the bytes already read.
+//!
+//! This file is the connection loop (reads, timers, batching); `parse` and `encode` work
+//! on bytes, `output` writes, `backend` serves pool requests on the connection.
+
+mod backend;
+mod encode;
+mod output;
+mod parse;
+
+use crate::app::Routed;
+use crate::conn::file_send::FileSendPolicy;
+use crate::exchange::{front, Exchange, Outcome, Protocol, RequestFields};
+use crate::shutdown::Phase;
+use crate::state::Shared;
+use backend::BackendJob;
+use bytes::Bytes;
+use http::{Method, StatusCode};
+use output::{BodySpan, Output, MAX_QUEUED_BYTES};
+use parse::{Parsed, MAX_HEADERS};
+use std::io;
+use std::net::SocketAddr;
+use std::ops::Range;
+use std::sync::Arc;
+use std::time::Instant;
+use tokio::io::Interest;
+use tokio::net::TcpStream;
+use tokio::time::Sleep;
+
+/// How a connection left the fast path.
+pub(super) enum Ended {
+    Closed,
+    /// For hyper, with the bytes read but not consumed.
+    Handoff(TcpStream, Bytes),
+}
+
+/// What the parser made of the buffered bytes.
+enum Step {
+    /// A request was answered (queued); the flag says whether the connection stays open.
+    Complete(bool),
+    /// A request (without a body) for a backend pool, already consumed from the buffer.
+    Backend(Box<BackendJob>),
+    Incomplete,
+    Handoff,
+    Reject(StatusCode),
+}
+
+/// Where the logged request fields sit in the read buffer. The buffer is not compacted
+/// until every queued response is written, so they are read from there when the
+/// exchange is recorded, without copying them per request.
+#[derive(Debug, Clone)]
+struct Logged {
+    target: Range<usize>,
+    referer: Option<Range<usize>>,
+    user_agent: Option<Range<usize>>,
+}
+
+impl Logged {
+    fn of(buf: &[u8], head: &crate::http::request::RequestHead<'_>) -> Logged {
+        let base = buf.as_ptr() as usize;
+        let span = |s: &[u8]| {
+            let at = s.as_ptr() as usize - base;
+            at..at + s.len()
+        };
+        Logged {
+            target: span(head.target.as_bytes()),
+            referer: head.referer.map(span),
+            user_agent: head.user_agent.map(span),
+        }
+    }
+
+    fn fields<'b>(
+        &self,
+        buf: &'b [u8],
+        method: &'b Method,
+        protocol: Protocol,
+    ) -> RequestFields<'b> {
+        RequestFields {
+            method,
+            target: std::str::from_utf8(&buf[self.target.clone()]).unwrap_or("-"),
+            protocol,
+            referer: self.referer.clone().map(|r| &buf[r]),
+            user_agent: self.user_agent.clone().map(|r| &buf[r]),
+        }
+    }
+}
+
+/// A response queued in the current batch, recorded once the batch is written.
+struct Pending {
+    vhost: &'static str,
+    method: Method,
+    protocol: Protocol,
+    status: u16,
+    cache_hit: Option<bool>,
+    started: Instant,
+    logged: Logged,
+    body: BodySpan,
+}
+
+struct Conn<'s> {
+    stream: TcpStream,
+    peer: SocketAddr,
+    /// The listener's port: SERVER_PORT for pool requests.
+    local_port: u16,
+    /// The peer's address as text, for the access log.
+    remote: String,
+    shared: &'s Arc<Shared>,
+    buf: Vec<u8>,
+    start: usize,
+    end: usize,
+    out: Output,
+    pending: Vec<Pending>,
+    read_chunk: Vec<u8>,
+    /// When the current partially received request began, for the header timeout.
+    partial_since: Option<Instant>,
+    last_active: Instant,
+}
+
+pub(super) async fn serve(
+    stream: TcpStream,
+    peer: SocketAddr,
+    local_port: u16,
+    shared: &Arc<Shared>,
+) -> Ended {
+    let limits = &shared.settings.limits;
+    let mut conn = Conn {
+        stream,
+        peer,
+        local_port,
+        remote: peer.ip().to_string(),
+        shared,
+        // One byte more than the limit, to tell "exactly at the limit" from "over it".
+        buf: vec![0u8; limits.max_header_bytes + 1],
+        start: 0,
+        end: 0,
+        out: Output::with_capacity(),
+        pending: Vec::with_capacity(4),
+        read_chunk: Vec::new(),
+        partial_since: None,
+        last_active: Instant::now(),
+    };
+    match conn.run().await {
+        Ok(true) => {
+            let prefix = Bytes::copy_from_slice(&conn.buf[conn.start..conn.end]);
+            Ended::Handoff(conn.stream, prefix)
+        }
+        Ok(false) => Ended::Closed,
+        Err(e) => {
+            tracing::debug!(peer = %conn.peer, error = %e, "connection ended with an error");
+            Ended::Closed
+        }
+    }
+}
+
+enum ReadResult {
+    Data,
+    Eof,
+    WouldBlock,
+}
+
+impl Conn<'_> {
+    /// Serves requests until the connection closes (`false`) or goes to hyper (`true`).
+    async fn run(&mut self) -> io::Result<bool> {
+        let mut phase = self.shared.shutdown.subscribe();
+        let keepalive = self.shared.settings.limits.keepalive_timeout;
+        let header_timeout = self.shared.settings.limits.header_timeout;
+        // One timer per connection, re-armed lazily: requests only move `last_active`,
+        // and the timer re-checks the real deadline when it fires.
+        let mut timer: std::pin::Pin<Box<Sleep>> = Box::pin(tokio::time::sleep_until(
+            (self.last_active + keepalive).into(),
+        ));
+        let mut timer_for_partial = false;
+        loop {
+            // Answer every complete request already buffered.
+            loop {
+                match self.next_request() {
+                    Step::Complete(keep_alive) => {
+                        if !keep_alive {
+                            self.flush().await?;
+                            return Ok(false);
+                        }
+                        if self.out.queued_bytes >= MAX_QUEUED_BYTES {
+                            self.flush().await?;
+                        }
+                    }
+                    Step::Incomplete => break,
+                    Step::Backend(job) => {
+                        // Earlier pipelined responses go first.
+                        self.flush().await?;
+                        if !self.serve_backend(*job).await? {
+                            return Ok(false);
+                        }
+                    }
+                    Step::Handoff => {
+                        self.flush().await?;
+                        return Ok(true);
+                    }
+                    Step::Reject(status) => {
+                        self.out.queue_error(status);
+                        self.flush().await?;
+                        return Ok(false);
+                    }
+                }
+            }
+            self.flush().await?;
+            if self.start == self.end {
+                self.start = 0;
+                self.end = 0;
+                self.partial_since = None;
+                if *phase.borrow() >= Phase::Stopping {
+                    return Ok(false);
+                }
+            } else if self.partial_since.is_none() {
+                self.partial_since = Some(Instant::now());
+            }
+            if let (Some(since), false) = (self.partial_since, timer_for_partial) {
+                timer_for_partial = true;
+                timer.as_mut().reset((since + header_timeout).into());
+            }
+            // Wait for bytes, the deadline, or shutdown (which only closes idle connections).
+            loop {
+                match self.read_some()? {
+                    ReadResult::Data => break,
+                    ReadResult::Eof => return Ok(false),
+                    ReadResult::WouldBlock => {}
+                }
+                tokio::select! {
+                    biased;
+                    r = self.stream.readable() => r?,
+                    _ = timer.as_mut() => {
+                        let deadline = match self.partial_since {
+                            Some(t) => t + header_timeout,
+                            None => self.last_active + keepalive,
+                        };
+                        if Instant::now() >= deadline {
+                            if self.partial_since.is_some() {
+                                self.out.queue_error(StatusCode::REQUEST_TIMEOUT);
+                                let _ = self.flush().await;
+                            }
+                            return Ok(false);
+                        }
+                        timer.as_mut().reset(deadline.into());
+                    }
+                    _ = phase.changed(), if self.start == self.end => {
+                        if *phase.borrow() >= Phase::Stopping {
+                            return Ok(false);
+                        }
+                    }
+                }
+            }
+            if self.partial_since.is_none() && timer_for_partial {
+                timer_for_partial = false;
+                timer.as_mut().reset((self.last_active + keepalive).into());
+            }
+        }
+    }
+
+    /// Reads what the socket has. A short read means the kernel buffer was drained, so
+    /// readiness is cleared right away instead of by a second read that would return EAGAIN.
+    fn read_some(&mut self) -> io::Result<ReadResult> {
+        // Queued responses' logged fields point into the buffer: it moves only after them.
+        debug_assert!(self.pending.is_empty());
+        if self.end == self.buf.len() {
+            if self.start == 0 {
+                // Full buffer with no complete request: the parser reports 431/414.
+                return Ok(ReadResult::Data);
+            }
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        let stream = &self.stream;
+        let space = &mut self.buf[self.end..];
+        let cap = space.len();
+        let mut got = 0usize;
+        let r = stream.try_io(Interest::READABLE, || {
+            let n = rustix::io::read(stream, &mut *space).map_err(io::Error::from)?;
+            got = n;
+            if n > 0 && n < cap {
+                Err(io::ErrorKind::WouldBlock.into())
+            } else {
+                Ok(n)
+            }
+        });
+        match r {
+            Ok(0) => Ok(ReadResult::Eof),
+            Ok(n) => {
+                self.end += n;
+                Ok(ReadResult::Data)
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                if got > 0 {
+                    self.end += got;
+                    Ok(ReadResult::Data)
+                } else {
+                    Ok(ReadResult::WouldBlock)
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::ConnectionReset => Ok(ReadResult::Eof),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Parses the next buffered request and answers it: a reply is queued, a backend
+    /// request is returned to be served.
+    fn next_request(&mut self) -> Step {
+        self.start += parse::leading_empty_lines(&self.buf[self.start..self.end]);
+        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        let data = &self.buf[self.start..self.end];
+        let req = match parse::parse(data, &mut headers, &self.shared.settings.limits) {
+            Parsed::Request(req) => req,
+            Parsed::Incomplete => return Step::Incomplete,
+            Parsed::Handoff => return Step::Handoff,
+            Parsed::Reject(status) => return Step::Reject(status),
+        };
+        let parse::Request {
+            mut head,
+            fields,
+            minor,
+            close,
+            consumed,
+        } = req;
+        head.peer = Some(self.peer.ip());
+        let started = Instant::now();
+        self.last_active = started;
+        let protocol = Protocol::of_minor(minor);
+        let close = close || front::lacks_required_host(&head, protocol);
+        let logged = Logged::of(&self.buf, &head);
+        let (reply, vhost) = match front::route(&self.shared.app.load(), &head, protocol) {
+            Routed::Reply { reply, vhost } => (reply, vhost),
+            Routed::Upstream { route, vhost } => {
+                // A pool answers. The request has no body (those went to hyper), so it is
+                // served here too, without hyper's per-request machinery.
+                let Some(message) =
+                    backend::message(&route, &head, fields, minor, self.peer, self.local_port)
+                else {
+                    return Step::Reject(StatusCode::BAD_REQUEST);
+                };
+                self.start += consumed;
+                return Step::Backend(Box::new(BackendJob {
+                    route,
+                    message,
+                    method: head.method,
+                    vhost,
+                    close,
+                    minor,
+                    started,
+                    logged,
+                }));
+            }
+        };
+        let close = close || front::closes_connections(&self.shared.shutdown);
+        let is_head = head.method == Method::HEAD;
+        let status = reply.status.as_u16();
+        let cache_hit = front::cache_outcome(&reply);
+        let body = self.out.queue_reply(
+            reply,
+            minor,
+            close,
+            is_head,
+            self.shared.settings.sendfile_min_bytes,
+        );
+        self.pending.push(Pending {
+            vhost,
+            method: head.method,
+            protocol,
+            status,
+            cache_hit,
+            started,
+            logged,
+            body,
+        });
+        self.start += consumed;
+        Step::Complete(!close)
+    }
+
+    fn file_send_policy(&self) -> FileSendPolicy {
+        let settings = &self.shared.settings;
+        FileSendPolicy {
+            sendfile_min_bytes: settings.sendfile_min_bytes,
+            sendfile_max_bytes: settings.sendfile_max_bytes,
+            sendfile_chunk_bytes: settings.sendfile_chunk_bytes,
+            read_chunk_bytes: settings.read_chunk_bytes,
+            cork: settings.tcp_cork,
+        }
+    }
+
+    /// Writes the queued output and forgets it (nothing is recorded: for backend
+    /// responses, whose exchange is recorded by `serve_backend`).
+    /// Returns the bytes written, also when writing failed part way.
+    async fn write_queued(&mut self) -> (u64, io::Result<()>) {
+        let policy = self.file_send_policy();
+        let result = self
+            .out
+            .write(&self.stream, policy, &mut self.read_chunk)
+            .await;
+        let written = self.out.written;
+        self.count_sendfile();
+        self.out.clear();
+        (written, result)
+    }
+
+    /// Writes everything queued, then records the exchanges of the responses just sent
+    /// (with the body bytes that really went out, also when writing failed part way).
+    async fn flush(&mut self) -> io::Result<()> {
+        let policy = self.file_send_policy();
+        let result = self
+            .out
+            .write(&self.stream, policy, &mut self.read_chunk)
+            .await;
+        self.count_sendfile();
+        if !self.pending.is_empty() {
+            let ended = Instant::now();
+            let written = self.out.written;
+            for p in self.pending.drain(..) {
+                Exchange {
+                    remote: &self.remote,
+                    request: p.logged.fields(&self.buf, &p.method, p.protocol),
+                    outcome: Outcome {
+                        vhost: p.vhost,
+                        status: p.status,
+                        body_bytes: p.body.sent(written),
+                        cache_hit: p.cache_hit,
+                        pool: None,
+                    },
+                    started: p.started,
+                    head_ready: p.started,
+                    ended,
+                }
+                .record();
+            }
+        }
+        self.out.clear();
+        result
+    }
+
+    fn count_sendfile(&self) {
+        if self.out.via_sendfile > 0 {
+            self.shared
+                .metrics
+                .sendfile_bytes
+                .inc_by(self.out.via_sendfile);
+        }
+    }
+}

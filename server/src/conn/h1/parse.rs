@@ -1,0 +1,223 @@
+//! Parsing one HTTP/1.x request head on the fast path, on bytes (no socket): a request it
+//! answers itself, "need more bytes", a hand-off to hyper, or a rejection with its status.
+
+use crate::http::request::{HeaderSource, RequestHead};
+use crate::settings::ConnLimits;
+use http::{Method, StatusCode};
+
+pub(super) const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+pub(super) const MAX_HEADERS: usize = 100;
+
+/// A request head the fast path serves: GET, HEAD or OPTIONS, without a body.
+pub(super) struct Request<'a> {
+    pub head: RequestHead<'a>,
+    /// The header fields as httparse saw them (for a backend's CGI environment).
+    pub fields: &'a [httparse::Header<'a>],
+    /// 0 for HTTP/1.0, 1 for HTTP/1.1.
+    pub minor: u8,
+    /// Whether the client asked to close after this response (or HTTP/1.0 without
+    /// keep-alive).
+    pub close: bool,
+    /// Bytes of the buffer the head took.
+    pub consumed: usize,
+}
+
+pub(super) enum Parsed<'a> {
+    Request(Request<'a>),
+    /// More bytes are needed.
+    Incomplete,
+    /// Not for the fast path (HTTP/2 preface, a body, Expect, Upgrade, other methods):
+    /// hyper takes the connection with the bytes read so far.
+    Handoff,
+    /// Malformed or over a limit: answered with this status, then the connection closes.
+    Reject(StatusCode),
+}
+
+/// RFC 9112 §2.2: empty lines before a request-line are ignored. How many bytes to skip.
+pub(super) fn leading_empty_lines(data: &[u8]) -> usize {
+    data.iter()
+        .position(|b| !matches!(b, b'\r' | b'\n'))
+        .unwrap_or(data.len())
+}
+
+/// Parses the request head at the start of `data` (no leading empty lines).
+pub(super) fn parse<'a>(
+    data: &'a [u8],
+    headers: &'a mut [httparse::Header<'a>; MAX_HEADERS],
+    limits: &ConnLimits,
+) -> Parsed<'a> {
+    if data.is_empty() || (data.len() < H2_PREFACE.len() && H2_PREFACE.starts_with(data)) {
+        return Parsed::Incomplete;
+    }
+    if data.starts_with(H2_PREFACE) {
+        return Parsed::Handoff;
+    }
+    let mut req = httparse::Request::new(headers);
+    let consumed = match req.parse(data) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => {
+            let line_end = data.iter().position(|&b| b == b'\n');
+            if line_end.is_none_or(|e| e > limits.max_request_line)
+                && data.len() > limits.max_request_line
+            {
+                return Parsed::Reject(StatusCode::URI_TOO_LONG);
+            }
+            if data.len() > limits.max_header_bytes {
+                return Parsed::Reject(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE);
+            }
+            return Parsed::Incomplete;
+        }
+        Err(httparse::Error::TooManyHeaders) => {
+            return Parsed::Reject(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE)
+        }
+        Err(httparse::Error::Version) if data.starts_with(b"PRI ") => return Parsed::Handoff,
+        Err(_) => return Parsed::Reject(StatusCode::BAD_REQUEST),
+    };
+    let (Some(method), Some(target), Some(minor)) = (req.method, req.path, req.version) else {
+        return Parsed::Reject(StatusCode::BAD_REQUEST);
+    };
+    let line_len = method.len() + target.len() + 10;
+    if line_len > limits.max_request_line {
+        return Parsed::Reject(StatusCode::URI_TOO_LONG);
+    }
+    let method = match method {
+        "GET" => Method::GET,
+        "HEAD" => Method::HEAD,
+        "OPTIONS" => Method::OPTIONS,
+        // Other methods may carry bodies and will be routed to backends: hyper's job.
+        _ => return Parsed::Handoff,
+    };
+    let mut head = RequestHead {
+        method,
+        target,
+        ..Default::default()
+    };
+    let (path, query) = RequestHead::split_target(target);
+    head.path = path;
+    head.query = query;
+    let mut close = minor == 0;
+    let fields: &'a [httparse::Header<'a>] = req.headers;
+    for h in fields {
+        let name = h.name.as_bytes();
+        match name.len() {
+            10 if name.eq_ignore_ascii_case(b"connection") => {
+                for token in h.value.split(|&b| b == b',') {
+                    let token = token.trim_ascii();
+                    if token.eq_ignore_ascii_case(b"close") {
+                        close = true;
+                    } else if token.eq_ignore_ascii_case(b"keep-alive") && minor == 0 {
+                        close = false;
+                    } else if token.eq_ignore_ascii_case(b"upgrade") {
+                        return Parsed::Handoff;
+                    }
+                }
+            }
+            14 if name.eq_ignore_ascii_case(b"content-length") => {
+                if h.value.trim_ascii() != b"0" {
+                    return Parsed::Handoff;
+                }
+            }
+            17 if name.eq_ignore_ascii_case(b"transfer-encoding") => return Parsed::Handoff,
+            6 if name.eq_ignore_ascii_case(b"expect") => return Parsed::Handoff,
+            _ => head.note_header(name, h.value),
+        }
+    }
+    head.headers = HeaderSource::H1(fields);
+    Parsed::Request(Request {
+        head,
+        fields,
+        minor,
+        close,
+        consumed,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn limits() -> ConnLimits {
+        ConnLimits {
+            max_header_bytes: 1024,
+            max_request_line: 64,
+            header_timeout: Duration::from_secs(1),
+            keepalive_timeout: Duration::from_secs(1),
+            max_connections: 1,
+        }
+    }
+
+    fn outcome(data: &[u8]) -> String {
+        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        match parse(data, &mut headers, &limits()) {
+            Parsed::Request(r) => format!(
+                "{} {} 1.{} close={} host={:?} consumed={}",
+                r.head.method,
+                r.head.target,
+                r.minor,
+                r.close,
+                r.head.host.map(|h| String::from_utf8_lossy(h).into_owned()),
+                r.consumed
+            ),
+            Parsed::Incomplete => "incomplete".into(),
+            Parsed::Handoff => "handoff".into(),
+            Parsed::Reject(s) => format!("reject {}", s.as_u16()),
+        }
+    }
+
+    #[test]
+    fn a_plain_get_is_served_here_and_keeps_the_connection() {
+        let req = b"GET /a?b HTTP/1.1\r\nHost: x\r\n\r\nGET /next";
+        assert_eq!(
+            outcome(req),
+            "GET /a?b 1.1 close=false host=Some(\"x\") consumed=30"
+        );
+    }
+
+    #[test]
+    fn connection_tokens_and_http_1_0_decide_closing() {
+        assert!(outcome(b"GET / HTTP/1.0\r\n\r\n").contains("close=true"));
+        assert!(
+            outcome(b"GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n").contains("close=false")
+        );
+        assert!(outcome(b"GET / HTTP/1.1\r\nConnection: x, Close\r\n\r\n").contains("close=true"));
+    }
+
+    #[test]
+    fn bodies_upgrades_other_methods_and_the_h2_preface_go_to_hyper() {
+        for req in [
+            &b"POST / HTTP/1.1\r\nHost: x\r\n\r\n"[..],
+            b"GET / HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc",
+            b"GET / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+            b"GET / HTTP/1.1\r\nExpect: 100-continue\r\n\r\n",
+            b"GET / HTTP/1.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
+            H2_PREFACE,
+        ] {
+            assert_eq!(outcome(req), "handoff", "{}", String::from_utf8_lossy(req));
+        }
+        assert!(outcome(b"GET / HTTP/1.1\r\nContent-Length: 0\r\n\r\n").starts_with("GET"));
+    }
+
+    #[test]
+    fn partial_heads_wait_and_oversized_ones_are_rejected() {
+        assert_eq!(outcome(b"GET / HTTP/1.1\r\nHost"), "incomplete");
+        assert_eq!(outcome(&H2_PREFACE[..5]), "incomplete");
+        let long_line = format!("GET /{} HTTP/1.1\r\n\r\n", "a".repeat(100));
+        assert_eq!(outcome(long_line.as_bytes()), "reject 414");
+        let unfinished_line = "a".repeat(100);
+        assert_eq!(outcome(unfinished_line.as_bytes()), "reject 414");
+        let big_head = format!("GET / HTTP/1.1\r\nX: {}", "v".repeat(1100));
+        assert_eq!(outcome(big_head.as_bytes()), "reject 431");
+        assert_eq!(
+            outcome(b"GET / HTTP/1.1\r\nbad header\r\n\r\n"),
+            "reject 400"
+        );
+    }
+
+    #[test]
+    fn leading_empty_lines_are_skipped() {
+        assert_eq!(leading_empty_lines(b"\r\n\r\nGET"), 4);
+        assert_eq!(leading_empty_lines(b"\r\n"), 2);
+        assert_eq!(leading_empty_lines(b"GET"), 0);
+    }
+}

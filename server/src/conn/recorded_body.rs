@@ -1,0 +1,117 @@
+//! A response body for hyper that records its exchange when it ends: when its last frame
+//! has been taken, when it fails, or when hyper drops it (a client that went away, a HEAD
+//! or bodiless reply), with the body bytes hyper actually took.
+
+use crate::exchange::{Exchange, Outcome, Protocol, RequestFields};
+use crate::http::BoxedBody;
+use bytes::Bytes;
+use http::{HeaderValue, Method, Uri};
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+/// What the exchange record needs of a request that hyper parsed, owned (the clones
+/// share hyper's buffers: no copies).
+pub(super) struct RequestMeta {
+    pub remote: Arc<str>,
+    pub method: Method,
+    pub uri: Uri,
+    pub protocol: Protocol,
+    pub referer: Option<HeaderValue>,
+    pub user_agent: Option<HeaderValue>,
+    pub started: Instant,
+}
+
+/// The parts of the record known when the response head is ready.
+struct Pending {
+    request: RequestMeta,
+    outcome: Outcome,
+    head_ready: Instant,
+}
+
+pub(super) struct RecordedBody {
+    inner: BoxedBody,
+    pending: Option<Box<Pending>>,
+    sent: u64,
+}
+
+impl RecordedBody {
+    /// `outcome.body_bytes` is filled in as the body goes out.
+    pub fn new(inner: BoxedBody, request: RequestMeta, outcome: Outcome) -> RecordedBody {
+        RecordedBody {
+            inner,
+            pending: Some(Box::new(Pending {
+                request,
+                outcome,
+                head_ready: Instant::now(),
+            })),
+            sent: 0,
+        }
+    }
+
+    fn record(&mut self) {
+        let Some(p) = self.pending.take() else {
+            return;
+        };
+        let r = &p.request;
+        Exchange {
+            remote: &r.remote,
+            request: RequestFields {
+                method: &r.method,
+                target: r.uri.path_and_query().map_or("/", |pq| pq.as_str()),
+                protocol: r.protocol,
+                referer: r.referer.as_ref().map(|v| v.as_bytes()),
+                user_agent: r.user_agent.as_ref().map(|v| v.as_bytes()),
+            },
+            outcome: Outcome {
+                body_bytes: self.sent,
+                ..p.outcome
+            },
+            started: r.started,
+            head_ready: p.head_ready,
+            ended: Instant::now(),
+        }
+        .record();
+    }
+}
+
+impl http_body::Body for RecordedBody {
+    type Data = Bytes;
+    type Error = io::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, io::Error>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        match &polled {
+            Poll::Ready(Some(Ok(frame))) => {
+                if let Some(data) = frame.data_ref() {
+                    self.sent += data.len() as u64;
+                }
+                if self.inner.is_end_stream() {
+                    self.record();
+                }
+            }
+            Poll::Ready(Some(Err(_)) | None) => self.record(),
+            Poll::Pending => {}
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl Drop for RecordedBody {
+    fn drop(&mut self) {
+        self.record();
+    }
+}

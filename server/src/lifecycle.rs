@@ -1,0 +1,185 @@
+//! The process lifecycle of `skiff serve` and `skiff run`: start the control runtime,
+//! compile the first configuration, bind the listeners and start the workers, the admin
+//! listener and the reload watcher, then on SIGTERM or SIGINT drain: readiness off,
+//! listening stops after the shutdown delay, in-flight responses get the grace period.
+
+use crate::admin;
+use crate::app::{App, ServeOverrides};
+use crate::cache::{FileCache, RootRegistry};
+use crate::error::{ConfigError, StartError};
+use crate::metrics::Metrics;
+use crate::reload::{self, ConfigFile};
+use crate::settings::Settings;
+use crate::shutdown::{Phase, ShutdownControl};
+use crate::state::Shared;
+use arc_swap::ArcSwap;
+use skiff_config::Config;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Diagnostics to stderr. `RUST_LOG` takes `LEVEL` or `target=LEVEL,...` (the Targets
+/// syntax: no regex engine, so nothing heavy is touched at startup); the default is info.
+pub fn init_logging() {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let filter = std::env::var("RUST_LOG")
+        .ok()
+        .and_then(|v| v.parse::<tracing_subscriber::filter::Targets>().ok())
+        .unwrap_or_else(|| {
+            tracing_subscriber::filter::Targets::new().with_default(tracing::Level::INFO)
+        });
+    tracing_subscriber::registry()
+        .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
+        .with(filter)
+        .init();
+}
+
+/// Raises the soft open-file limit to the hard one: connections and the descriptors the
+/// I/O cache keeps for sendfile both count against it, and 1024 is a common default.
+fn raise_nofile_limit() {
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let mut limit = getrlimit(Resource::Nofile);
+    if limit.current < limit.maximum {
+        limit.current = limit.maximum;
+        if let Err(e) = setrlimit(Resource::Nofile, limit) {
+            tracing::warn!(error = %e, "cannot raise the open-file limit");
+        }
+    }
+}
+
+/// Serves until SIGTERM or SIGINT, then drains. With a config file, also reloads it.
+pub fn serve(
+    cfg: Config,
+    hash: String,
+    settings: Settings,
+    base: &std::path::Path,
+    overrides: ServeOverrides,
+    file: Option<ConfigFile>,
+) -> Result<(), StartError> {
+    raise_nofile_limit();
+    let cache = Arc::new(FileCache::new(settings.cache.clone()));
+    let roots = RootRegistry::default();
+    // The control runtime exists first: building spawns DNS refresh tasks on it.
+    let control = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(StartError::Runtime)?;
+    let app = {
+        let _in_runtime = control.enter();
+        App::build(&cfg, base, hash.clone(), &cache, &roots, &overrides)
+            .map_err(ConfigError::Invalid)?
+    };
+    let metrics = Metrics::new();
+    metrics.config_loaded(&hash);
+    let shutdown = ShutdownControl::new();
+    let shared = Arc::new(Shared {
+        app: ArcSwap::from_pointee(app),
+        cache,
+        roots,
+        metrics: metrics.clone(),
+        shutdown: shutdown.clone(),
+        permits: Arc::new(tokio::sync::Semaphore::new(settings.limits.max_connections)),
+        settings,
+    });
+    let admin_listener = match shared.settings.admin_listen {
+        Some(addr) => {
+            let l = control
+                .block_on(tokio::net::TcpListener::bind(addr))
+                .map_err(|source| StartError::AdminListen { addr, source })?;
+            Some(l)
+        }
+        None => None,
+    };
+    let (addr, workers) =
+        crate::listener::run(shared.clone()).map_err(|source| StartError::Listen {
+            addr: shared.settings.listen,
+            source,
+        })?;
+    let reload_triggers = file.map(|f| {
+        let _guard = control.enter();
+        (reload::Triggers::register(&f), f)
+    });
+    let admin_addr = admin_listener.as_ref().and_then(|l| l.local_addr().ok());
+    // Tests and scripts read the bound addresses from this line (port 0 picks a free one).
+    let admin_text = admin_addr.map_or_else(|| "off".to_owned(), |a| a.to_string());
+    tracing::info!(
+        threads = shared.settings.threads,
+        cpu_scheduling = ?shared.settings.cpu_scheduling,
+        "skiff listening on {addr} admin {admin_text}"
+    );
+    let grace = shared.settings.shutdown_grace;
+    let delay = shared.settings.shutdown_delay;
+    control.block_on(async {
+        if let Some(listener) = admin_listener {
+            let s = shared.clone();
+            let sampler: admin::Sampler = Arc::new(move || {
+                s.metrics.cache_bytes.set(s.cache.weight() as i64);
+                // Only the live generation's pools are reported.
+                s.metrics.upstream_endpoints.clear();
+                for pool in &s.app.load().pools {
+                    let (up, down) = pool.endpoint_states();
+                    for (state, n) in [("up", up), ("down", down)] {
+                        s.metrics
+                            .upstream_endpoints
+                            .get_or_create(&crate::metrics::PoolStateLabels {
+                                pool: pool.name,
+                                state,
+                            })
+                            .set(n as i64);
+                    }
+                }
+            });
+            tokio::spawn(admin::serve(
+                listener,
+                metrics.clone(),
+                shutdown.clone(),
+                sampler,
+            ));
+        }
+        if let Some((triggers, file)) = reload_triggers {
+            tokio::spawn(reload::watch(
+                triggers,
+                shared.clone(),
+                file,
+                cfg,
+                overrides,
+            ));
+        }
+        wait_for_signal().await;
+        tracing::info!(delay = ?delay, grace = ?grace, "shutting down: readiness off");
+        shutdown.advance(Phase::Draining);
+        tokio::time::sleep(delay).await;
+        shutdown.advance(Phase::Stopping);
+        tracing::info!(
+            open = shutdown.open_connections(),
+            "listening stopped; finishing in-flight responses"
+        );
+        let deadline = Instant::now() + grace;
+        while shutdown.open_connections() > 0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    });
+    let left = shutdown.open_connections();
+    if left > 0 {
+        tracing::warn!(
+            open = left,
+            "grace period over; closing remaining connections"
+        );
+        return Ok(()); // worker threads are torn down with the process
+    }
+    for w in workers {
+        let _ = w.join();
+    }
+    tracing::info!("stopped cleanly");
+    Ok(())
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+    let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}

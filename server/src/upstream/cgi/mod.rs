@@ -1,0 +1,274 @@
+//! The CGI exchanges (FastCGI, uwsgi and SCGI): the environment, the request body
+//! (streamed when its length is known, else read up to the limit first, since every CGI
+//! protocol needs CONTENT_LENGTH up front), the opening bytes that leave with the
+//! connection, kept FastCGI connections, and passive health.
+
+mod fastcgi;
+mod stream;
+
+use super::connection;
+use super::failover::Failover;
+use super::failure::{within, Failure};
+use super::pool::{Pool, Slot};
+use super::request::{ClientBody, Message};
+use super::response::UpstreamResponse;
+use super::route::{BackendRoute, Forwarding};
+use bytes::{Bytes, BytesMut};
+use http_body::Body as _;
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use skiff_codec::cgi_env::{environment, CgiContext, CgiRequest, Env};
+use skiff_codec::{fastcgi as fcgi, scgi, uwsgi};
+use skiff_config::PoolProtocol;
+use std::net::SocketAddr;
+use tokio::io::AsyncWriteExt;
+
+/// The CGI environment of a request without a body, when the call goes to a FastCGI,
+/// uwsgi or SCGI pool (`None` for an HTTP pool).
+pub fn bodiless_cgi_env<'a>(
+    route: &BackendRoute,
+    req: CgiRequest<'a, impl Iterator<Item = (&'a [u8], &'a [u8])>>,
+    peer: SocketAddr,
+    local_port: u16,
+) -> Option<Env> {
+    let cx = cgi_context(route, peer, local_port, 0)?;
+    Some(environment(req, &cx))
+}
+
+fn cgi_context(
+    route: &BackendRoute,
+    peer: SocketAddr,
+    local_port: u16,
+    length: u64,
+) -> Option<CgiContext<'_>> {
+    let Forwarding::Cgi {
+        document_root,
+        index,
+        split_path_info,
+        params,
+    } = &route.backend.forwarding
+    else {
+        return None;
+    };
+    Some(CgiContext {
+        path: &route.path,
+        document_root: document_root.as_deref().unwrap_or(&route.root),
+        php_split: route.backend.pool.protocol == PoolProtocol::Fastcgi && *split_path_info,
+        index: index.as_deref(),
+        remote_addr: peer,
+        server_port: local_port,
+        content_length: Some(length),
+        extra: params,
+    })
+}
+
+/// A CGI request body: streamed when their length is known, otherwise read (up to the limit)
+/// first, since every CGI protocol needs CONTENT_LENGTH up front.
+pub(super) enum CgiBody {
+    Stream(Incoming),
+    Buffered(Bytes),
+}
+
+async fn prepare_body(
+    body: ClientBody,
+    declared: Option<u64>,
+    max: u64,
+) -> Result<(CgiBody, u64), Failure> {
+    let body = match body {
+        ClientBody::Empty => return Ok((CgiBody::Buffered(Bytes::new()), 0)),
+        ClientBody::Hyper(b) => b,
+    };
+    if let Some(n) = declared {
+        return Ok((CgiBody::Stream(body), n));
+    }
+    if body.is_end_stream() {
+        return Ok((CgiBody::Buffered(Bytes::new()), 0));
+    }
+    let limited = http_body_util::Limited::new(body, max as usize);
+    match limited.collect().await {
+        Ok(c) => {
+            let b = c.to_bytes();
+            let n = b.len() as u64;
+            Ok((CgiBody::Buffered(b), n))
+        }
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(Failure::TooLarge(max)),
+        Err(e) => Err(Failure::Protocol(format!("client body: {e}"))),
+    }
+}
+
+/// Exchanges a request with a CGI pool: its environment (built here once the body's
+/// length is known, or by the fast path for a request without a body), a kept FastCGI
+/// connection when there is one, else a new connection with failover.
+pub(super) async fn exchange(
+    route: &BackendRoute,
+    slot: &mut Slot<'_>,
+    message: Message<'_>,
+    declared: Option<u64>,
+    peer: SocketAddr,
+    local_port: u16,
+) -> Result<UpstreamResponse, (Failure, String)> {
+    let pool = &route.backend.pool;
+    let built;
+    let (env, body, length) = match message {
+        Message::Cgi(env) => (env, CgiBody::Buffered(Bytes::new()), 0),
+        Message::Http(req) => {
+            let (parts, body) = req.into_parts();
+            let (body, length) = prepare_body(body, declared, pool.max_body_size)
+                .await
+                .map_err(|f| (f, String::new()))?;
+            let cx = cgi_context(route, peer, local_port, length)
+                .expect("cgi is only called for CGI targets");
+            built = environment(CgiRequest::of_parts(&parts), &cx);
+            (&built, body, length)
+        }
+    };
+    let (opening, rest) = opening(pool, env, body, length)?;
+    // FastCGI keep-conn: an idle connection first. It may have been closed by the backend
+    // meanwhile; a request that went whole in its opening then goes again on a fresh one
+    // (nothing was answered).
+    if pool.protocol == PoolProtocol::Fastcgi && rest.is_none() {
+        if let Some(i) = pool.pick(Some(peer.ip()), &[]) {
+            if let Some(idle) = connection::take_idle(pool, i) {
+                pool.assign(slot, i);
+                match fastcgi::exchange(pool, i, idle, &opening[..], None, length).await {
+                    Err(Failure::Stale) => {}
+                    other => return finish(pool, i, other),
+                }
+            }
+        }
+    }
+    let (idx, conn, sent) = connect(pool, slot, peer.ip(), &opening).await?;
+    let unsent = &opening[sent..];
+    let result = match pool.protocol {
+        PoolProtocol::Fastcgi => fastcgi::exchange(pool, idx, conn, unsent, rest, length).await,
+        PoolProtocol::Uwsgi | PoolProtocol::Scgi => {
+            stream::exchange(pool, conn, unsent, rest, length).await
+        }
+        PoolProtocol::Http => unreachable!("validated: cgi actions use cgi pools"),
+    };
+    finish(pool, idx, result)
+}
+
+/// Connects to an endpoint in failover order, sending the opening with the connection.
+/// Nothing has been sent when a connect fails, so this is safe for every method.
+async fn connect(
+    pool: &Pool,
+    slot: &mut Slot<'_>,
+    client: std::net::IpAddr,
+    first: &[u8],
+) -> Result<(usize, connection::Conn, usize), (Failure, String)> {
+    let mut order = Failover::new(pool, client);
+    let mut last = None;
+    while let Some((i, addr)) = order.next(slot) {
+        match connection::connect_sending(pool, i, addr, first).await {
+            Ok((c, sent)) => return Ok((i, c, sent)),
+            Err(e) => {
+                pool.report_failure_at(i, addr);
+                tracing::warn!(pool = pool.name, endpoint = %pool.endpoints[i].address, address = ?addr, error = %e, "connect failed");
+                last = Some((Failure::Connect(e), pool.endpoints[i].address.to_string()));
+            }
+        }
+    }
+    Err(last.unwrap_or((Failure::Protocol("no endpoints".into()), String::new())))
+}
+
+/// The bytes a CGI request opens with, built before connecting so that they can leave
+/// with the connection ([`Pool::connect_sending`]): FastCGI's BEGIN_REQUEST and PARAMS
+/// records (and a buffered body's STDIN records), or the uwsgi or SCGI vars packet (and a
+/// buffered body). A body still to be streamed is returned as the rest.
+fn opening(
+    pool: &Pool,
+    env: &Env,
+    body: CgiBody,
+    length: u64,
+) -> Result<(Bytes, Option<CgiBody>), (Failure, String)> {
+    let protocol_error = |e: String| (Failure::Protocol(e), String::new());
+    match pool.protocol {
+        PoolProtocol::Fastcgi => {
+            let mut out = BytesMut::with_capacity(4096);
+            fcgi::encode_begin(&mut out, 1, pool.keepalive > 0);
+            fcgi::encode_params(&mut out, 1, env.iter())
+                .map_err(|e| protocol_error(e.to_string()))?;
+            match body {
+                CgiBody::Buffered(b) => {
+                    if !b.is_empty() {
+                        fcgi::encode_stdin(&mut out, 1, &b);
+                    }
+                    fcgi::encode_stdin(&mut out, 1, &[]);
+                    Ok((out.freeze(), None))
+                }
+                stream => Ok((out.freeze(), Some(stream))),
+            }
+        }
+        _ => {
+            let packet = match pool.protocol {
+                PoolProtocol::Uwsgi => {
+                    uwsgi::encode_request(env.iter()).map_err(|e| protocol_error(e.to_string()))?
+                }
+                _ => scgi::encode_request(length, env.iter()),
+            };
+            match body {
+                CgiBody::Buffered(b) if b.is_empty() => Ok((packet, None)),
+                CgiBody::Buffered(b) => {
+                    let mut both = BytesMut::with_capacity(packet.len() + b.len());
+                    both.extend_from_slice(&packet);
+                    both.extend_from_slice(&b);
+                    Ok((both.freeze(), None))
+                }
+                stream => Ok((packet, Some(stream))),
+            }
+        }
+    }
+}
+
+/// Reports the exchange to the endpoint's passive health; a failure names the endpoint.
+fn finish(
+    pool: &Pool,
+    idx: usize,
+    result: Result<UpstreamResponse, Failure>,
+) -> Result<UpstreamResponse, (Failure, String)> {
+    match result {
+        Ok(r) => {
+            pool.report_success(idx);
+            Ok(r)
+        }
+        Err(f) => {
+            if matches!(f, Failure::Timeout | Failure::Io(_)) {
+                pool.report_failure(idx);
+            }
+            Err((f, pool.endpoints[idx].address.to_string()))
+        }
+    }
+}
+
+pub(super) async fn send_body(
+    pool: &Pool,
+    w: &mut (impl AsyncWriteExt + Unpin),
+    body: CgiBody,
+    length: u64,
+    mut frame: impl FnMut(&[u8]) -> Bytes,
+) -> Result<(), Failure> {
+    match body {
+        CgiBody::Buffered(b) => {
+            if !b.is_empty() {
+                within(pool.send_timeout, w.write_all(&frame(&b))).await?;
+            }
+        }
+        CgiBody::Stream(mut incoming) => {
+            let mut sent = 0u64;
+            while let Some(f) = incoming.frame().await {
+                let f = f.map_err(|e| Failure::Protocol(format!("client body: {e}")))?;
+                if let Ok(data) = f.into_data() {
+                    sent += data.len() as u64;
+                    if sent > length {
+                        return Err(Failure::Protocol(
+                            "client sent more than its Content-Length".into(),
+                        ));
+                    }
+                    within(pool.send_timeout, w.write_all(&frame(&data))).await?;
+                }
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,195 @@
+//! The HTTP proxy: hyper's client to an HTTP pool, hop-by-hop fields stripped both ways,
+//! X-Forwarded-* added, connect failover for requests that can be retried, and upgrades
+//! (WebSocket) handed to `upgrade`.
+
+use super::failover::Failover;
+use super::failure::Failure;
+use super::pool::{Pool, Slot};
+use super::request::ClientBody;
+use super::upgrade::{splice, upgrade_token};
+use crate::http::BoxedBody;
+use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
+use http_body_util::BodyExt;
+use std::io;
+use std::net::SocketAddr;
+
+/// Headers a proxy must not forward (RFC 9110 §7.6.1), plus those the connection layer
+/// sets itself. Most messages have none, and then nothing is looked up.
+fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    if !headers
+        .keys()
+        .any(|k| skiff_codec::response_head::is_hop_by_hop(k.as_str().as_bytes()))
+    {
+        return;
+    }
+    let named: Vec<String> = headers
+        .get_all(http::header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(',').map(|t| t.trim().to_ascii_lowercase()))
+        .collect();
+    for n in named {
+        headers.remove(n.as_str());
+    }
+    for h in [
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+    ] {
+        headers.remove(h);
+    }
+}
+
+type HttpClient = hyper_util::client::legacy::Client<
+    hyper_util::client::legacy::connect::HttpConnector,
+    BoxedBody,
+>;
+
+fn client() -> &'static HttpClient {
+    static CLIENT: std::sync::OnceLock<HttpClient> = std::sync::OnceLock::new();
+    CLIENT.get_or_init(|| {
+        let mut connector = hyper_util::client::legacy::connect::HttpConnector::new();
+        connector.set_nodelay(true);
+        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .pool_max_idle_per_host(64)
+            .build(connector)
+    })
+}
+
+pub(super) async fn forward(
+    pool: &Pool,
+    slot: &mut Slot<'_>,
+    mut parts: http::request::Parts,
+    body: ClientBody,
+    peer: SocketAddr,
+    host: Option<&HeaderValue>,
+) -> Result<Response<BoxedBody>, (Failure, String)> {
+    let idempotent_without_body =
+        matches!(parts.method, Method::GET | Method::HEAD | Method::OPTIONS)
+            && body.is_end_stream();
+    let mut body = Some(match body {
+        ClientBody::Empty => http_body_util::Empty::new()
+            .map_err(|never| match never {})
+            .boxed(),
+        ClientBody::Hyper(b) => b.map_err(io::Error::other).boxed(),
+    });
+    // A protocol upgrade (WebSocket): the Upgrade and Connection headers go through, and
+    // on a 101 both sides' connections are spliced together.
+    let upgrade = upgrade_token(&parts.headers);
+    let client_upgrade = upgrade
+        .is_some()
+        .then(|| parts.extensions.remove::<hyper::upgrade::OnUpgrade>())
+        .flatten();
+    let mut order = Failover::new(pool, peer.ip());
+    let mut next = order.next(slot);
+    loop {
+        let Some((i, dialed)) = next else {
+            return Err((
+                Failure::Protocol("no endpoint answered".into()),
+                String::new(),
+            ));
+        };
+        let endpoint = pool.endpoints[i].address.to_string();
+        let target = parts.uri.path_and_query().map_or("/", |pq| pq.as_str());
+        let authority = dialed.map_or_else(|| endpoint.clone(), |a| a.to_string());
+        let uri: http::Uri = format!("http://{authority}{target}").parse().map_err(|e| {
+            (
+                Failure::Protocol(format!("endpoint {endpoint}: {e}")),
+                endpoint.clone(),
+            )
+        })?;
+        let mut req = Request::builder()
+            .method(parts.method.clone())
+            .uri(uri)
+            .body(match body.take() {
+                Some(b) => b,
+                None => http_body_util::Empty::new()
+                    .map_err(|never| match never {})
+                    .boxed(),
+            })
+            .expect("a valid request");
+        let headers = req.headers_mut();
+        *headers = parts.headers.clone();
+        strip_hop_by_hop(headers);
+        if let Some(proto) = &upgrade {
+            headers.insert(
+                http::header::CONNECTION,
+                HeaderValue::from_static("upgrade"),
+            );
+            headers.insert(http::header::UPGRADE, proto.clone());
+        }
+        let client_host = parts.headers.get(http::header::HOST).cloned();
+        if let Some(h) = host {
+            headers.insert(http::header::HOST, h.clone());
+        }
+        let forwarded = match parts
+            .headers
+            .get("x-forwarded-for")
+            .and_then(|v| v.to_str().ok())
+        {
+            Some(prior) => format!("{prior}, {}", peer.ip()),
+            None => peer.ip().to_string(),
+        };
+        if let Ok(v) = HeaderValue::from_str(&forwarded) {
+            headers.insert("x-forwarded-for", v);
+        }
+        headers.insert("x-forwarded-proto", HeaderValue::from_static("http"));
+        if let Some(h) = client_host {
+            headers.insert("x-forwarded-host", h);
+        }
+        match tokio::time::timeout(pool.read_timeout, client().request(req)).await {
+            Err(_) => {
+                pool.report_failure_at(i, dialed);
+                return Err((Failure::Timeout, endpoint));
+            }
+            Ok(Err(e)) if e.is_connect() => {
+                pool.report_failure_at(i, dialed);
+                tracing::warn!(pool = pool.name, endpoint = endpoint.as_str(), error = %e, "connect failed");
+                if idempotent_without_body {
+                    next = order.next(slot);
+                    if next.is_some() {
+                        continue;
+                    }
+                }
+                return Err((Failure::Connect(io::Error::other(e.to_string())), endpoint));
+            }
+            Ok(Err(e)) => return Err((Failure::Protocol(e.to_string()), endpoint)),
+            Ok(Ok(mut resp)) => {
+                pool.report_success(i);
+                if resp.status() == StatusCode::SWITCHING_PROTOCOLS {
+                    if let (Some(client), Some(proto)) = (client_upgrade, upgrade) {
+                        let backend = hyper::upgrade::on(&mut resp);
+                        tokio::spawn(splice(client, backend, pool.name));
+                        let mut out = Response::new(
+                            http_body_util::Empty::new()
+                                .map_err(|never| match never {})
+                                .boxed(),
+                        );
+                        *out.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+                        *out.headers_mut() = resp.headers().clone();
+                        out.headers_mut().insert(
+                            http::header::CONNECTION,
+                            HeaderValue::from_static("upgrade"),
+                        );
+                        out.headers_mut().insert(http::header::UPGRADE, proto);
+                        return Ok(out);
+                    }
+                    return Err((
+                        Failure::Protocol("backend switched protocols unasked".into()),
+                        endpoint,
+                    ));
+                }
+                let (mut head, incoming) = resp.into_parts();
+                strip_hop_by_hop(&mut head.headers);
+                return Ok(Response::from_parts(
+                    head,
+                    incoming.map_err(io::Error::other).boxed(),
+                ));
+            }
+        }
+    }
+}

@@ -1,0 +1,34 @@
+//! Where a rule sends requests: a pool and how requests are forwarded to it (compiled
+//! once per configuration generation), and a request routed there.
+
+use super::pool::Pool;
+use http::HeaderValue;
+use std::sync::Arc;
+
+/// How requests reach a pool's backends.
+pub enum Forwarding {
+    /// FastCGI, uwsgi or SCGI: a CGI environment.
+    Cgi {
+        document_root: Option<String>,
+        index: Option<String>,
+        split_path_info: bool,
+        params: Vec<(String, String)>,
+    },
+    /// HTTP, optionally with the Host the backend should see.
+    Http { host: Option<HeaderValue> },
+}
+
+/// A rule's backend: the pool and how to forward to it.
+pub struct Backend {
+    pub pool: Arc<Pool>,
+    pub forwarding: Forwarding,
+}
+
+/// A request routed to a backend by a rule.
+pub struct BackendRoute {
+    pub backend: Arc<Backend>,
+    /// The decoded, normalized path.
+    pub path: String,
+    /// The virtual server's root, the default DOCUMENT_ROOT.
+    pub root: String,
+}

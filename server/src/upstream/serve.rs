@@ -1,0 +1,95 @@
+//! Serving a request from a pool: admission (the bound on requests in flight), the
+//! request body limit, dispatch to the CGI exchanges or the HTTP proxy, failures turned
+//! into 502/503/504 with a log line naming the pool and endpoint, and the pool's metrics.
+
+use super::body::TimedBody;
+use super::failure::Failure;
+use super::request::{BackendRequest, Message};
+use super::response::{error_response, Payload, UpstreamResponse};
+use super::route::Forwarding;
+use super::{cgi, proxy};
+use crate::metrics::Metrics;
+use http::StatusCode;
+use http_body_util::BodyExt;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Serves a request from its route's pool.
+pub async fn serve(req: BackendRequest<'_>, metrics: &Arc<Metrics>) -> UpstreamResponse {
+    let BackendRequest {
+        route,
+        client,
+        local_port,
+        message,
+    } = req;
+    let pool = &route.backend.pool;
+    let Some(mut slot) = pool.admit() else {
+        metrics.upstream_failure(pool.name, "queue_full");
+        return error_response(StatusCode::SERVICE_UNAVAILABLE);
+    };
+    let declared = match &message {
+        Message::Http(req) => req
+            .headers()
+            .get(http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok()),
+        Message::Cgi(_) => Some(0),
+    };
+    if declared.is_some_and(|n| n > pool.max_body_size) {
+        metrics.upstream_failure(pool.name, "body_too_large");
+        return error_response(StatusCode::PAYLOAD_TOO_LARGE);
+    }
+    let handles = pool.metrics.get_or_init(|| metrics.pool(pool.name));
+    handles.active.inc();
+    let start = Instant::now();
+    let result = match (&route.backend.forwarding, message) {
+        (Forwarding::Http { host }, Message::Http(req)) => {
+            let (parts, body) = req.into_parts();
+            proxy::forward(pool, &mut slot, parts, body, client, host.as_ref())
+                .await
+                .map(UpstreamResponse::from_hyper)
+        }
+        (Forwarding::Cgi { .. }, message) => {
+            cgi::exchange(route, &mut slot, message, declared, client, local_port).await
+        }
+        (Forwarding::Http { .. }, Message::Cgi(_)) => Err((
+            Failure::Protocol("a CGI request for an HTTP pool".into()),
+            String::new(),
+        )),
+    };
+    handles.active.dec();
+    let resp = match result {
+        Ok(resp) => resp,
+        Err((failure, endpoint)) => {
+            tracing::warn!(pool = pool.name, endpoint = endpoint.as_str(), error = %failure, "upstream request failed");
+            metrics.upstream_failure(pool.name, failure.reason());
+            error_response(match failure {
+                Failure::Timeout => StatusCode::GATEWAY_TIMEOUT,
+                Failure::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+                _ => StatusCode::BAD_GATEWAY,
+            })
+        }
+    };
+    handles.count(metrics, resp.status.as_u16());
+    let first_byte = start.elapsed().as_secs_f64();
+    handles.first_byte.observe(first_byte);
+    // The total is taken when the body's last frame is sent (at once for whole bodies).
+    match resp.payload {
+        Payload::Whole(_) => {
+            handles.total.observe(first_byte);
+            resp
+        }
+        Payload::Stream(inner) => UpstreamResponse {
+            payload: Payload::Stream(
+                TimedBody {
+                    inner,
+                    start,
+                    total: handles.total.clone(),
+                    done: false,
+                }
+                .boxed(),
+            ),
+            ..resp
+        },
+    }
+}
