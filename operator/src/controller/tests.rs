@@ -1,1 +1,545 @@
+//! reconcile against a mocked apiserver (tower-test): each scenario answers the exact
+//! requests one reconcile should make, in order, and fails on any other, so that what is
+//! applied, with which field manager, and what is (not) written into the status are pinned.
 
+use super::*;
+use crate::crd::{Condition, ConditionType, VirtualServerStatus};
+use http::{Method, Request, Response, StatusCode};
+use kube::client::Body;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+
+type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
+type Responder = tower_test::mock::SendResponse<Response<Body>>;
+
+/// A context whose client talks to the returned mock apiserver.
+fn context() -> (Arc<Context>, ApiServer) {
+    let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let client = Client::new(service, "default");
+    let ctx = Context {
+        recorder: Recorder::new(client.clone(), reporter()),
+        client,
+        metrics: Arc::new(Metrics::new()),
+        default_image: "registry.test/skiff:1".into(),
+    };
+    (Arc::new(ctx), ApiServer(handle))
+}
+
+fn virtual_server(spec: Value, status: Option<&VirtualServerStatus>) -> Arc<VirtualServer> {
+    let mut vs: VirtualServer = serde_json::from_value(json!({
+        "apiVersion": "skiff.dev/v1alpha1", "kind": "VirtualServer",
+        "metadata": { "name": "shop", "namespace": "web", "uid": "vs-uid", "generation": 3 },
+        "spec": spec,
+    }))
+    .unwrap();
+    vs.status = status.cloned();
+    Arc::new(vs)
+}
+
+fn valid_spec() -> Value {
+    json!({ "hosts": ["shop.example"], "content": { "configMap": "site" } })
+}
+
+/// Runs reconcile while `scenario` answers the apiserver's side. A request beyond the
+/// scenario fails the test (and the reconcile, which gets no answer to it).
+async fn run<S, F, T>(vs: Arc<VirtualServer>, scenario: S) -> (Result<Action>, T)
+where
+    S: FnOnce(ApiServer) -> F,
+    F: std::future::Future<Output = (ApiServer, T)> + Send + 'static,
+    T: Send + 'static,
+{
+    let (ctx, api) = context();
+    let scenario = scenario(api);
+    let apiserver = tokio::spawn(async move {
+        let (mut api, out) = scenario.await;
+        // Every client clone goes with the context when reconcile returns; until then,
+        // nothing more may be asked.
+        if let Some((request, _)) = api.0.next_request().await {
+            panic!(
+                "unexpected request after the scenario: {} {}",
+                request.method(),
+                request.uri()
+            );
+        }
+        out
+    });
+    let result = tokio::time::timeout(Duration::from_secs(5), reconcile(vs, ctx))
+        .await
+        .expect("reconcile finished");
+    let out = tokio::time::timeout(Duration::from_secs(5), apiserver)
+        .await
+        .expect("the scenario finished")
+        .expect("the scenario's assertions held");
+    (result, out)
+}
+
+struct ApiServer(Handle);
+
+/// One request, its JSON body, and the way to answer it.
+struct Call {
+    method: Method,
+    path: String,
+    query: BTreeMap<String, String>,
+    content_type: Option<String>,
+    body: Value,
+    respond: Responder,
+}
+
+impl ApiServer {
+    async fn next(&mut self) -> Call {
+        let (request, respond) = self
+            .0
+            .next_request()
+            .await
+            .expect("reconcile made the request");
+        let (parts, body) = request.into_parts();
+        let bytes = body.collect_bytes().await.unwrap();
+        Call {
+            method: parts.method,
+            path: parts.uri.path().to_string(),
+            query: query(parts.uri.query().unwrap_or_default()),
+            content_type: parts
+                .headers
+                .get(http::header::CONTENT_TYPE)
+                .map(|v| v.to_str().unwrap().to_string()),
+            body: if bytes.is_empty() {
+                Value::Null
+            } else {
+                serde_json::from_slice(&bytes).unwrap()
+            },
+            respond,
+        }
+    }
+
+    /// The next request, which must be `method path`.
+    async fn expect(&mut self, method: Method, path: &str) -> Call {
+        let call = self.next().await;
+        assert_eq!(
+            (&call.method, call.path.as_str()),
+            (&method, path),
+            "request out of order"
+        );
+        call
+    }
+
+    /// The next request, which must be a server-side apply of `path` by the operator's
+    /// field manager; answered with the object as applied plus `extra` (status, defaults).
+    async fn expect_apply(&mut self, path: &str, extra: Value) -> Value {
+        let call = self.expect(Method::PATCH, path).await;
+        assert_eq!(
+            call.content_type.as_deref(),
+            Some("application/apply-patch+yaml"),
+            "{path} is server-side applied"
+        );
+        assert_eq!(
+            call.query.get("fieldManager").map(String::as_str),
+            Some(MANAGER)
+        );
+        assert_eq!(call.query.get("force").map(String::as_str), Some("true"));
+        let applied = call.body.clone();
+        let mut answer = applied.clone();
+        merge(&mut answer, extra);
+        call.ok(answer);
+        applied
+    }
+
+    /// Answers the applies, reads and deletes of an accepted VirtualServer with no pools,
+    /// no Prometheus Operator, and a rolled-out Deployment; the content ConfigMap exists
+    /// when `content_exists`.
+    async fn accepted_children(&mut self, content_exists: bool) -> BTreeMap<&'static str, Value> {
+        let mut applied = BTreeMap::new();
+        let content = self
+            .expect(Method::GET, "/api/v1/namespaces/web/configmaps/site")
+            .await;
+        if content_exists {
+            content.ok(
+                json!({ "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": "site" } }),
+            );
+        } else {
+            content.not_found();
+        }
+        let configmap = self
+            .expect_apply("/api/v1/namespaces/web/configmaps/shop-config", json!({}))
+            .await;
+        applied.insert("configmap", configmap);
+        let rolled_out = json!({
+            "metadata": { "generation": 1 },
+            "status": { "observedGeneration": 1, "replicas": 2, "readyReplicas": 2,
+                        "updatedReplicas": 2, "availableReplicas": 2 }
+        });
+        let deployment = self
+            .expect_apply("/apis/apps/v1/namespaces/web/deployments/shop", rolled_out)
+            .await;
+        applied.insert("deployment", deployment);
+        let service = self
+            .expect_apply(
+                "/api/v1/namespaces/web/services/shop",
+                json!({ "spec": { "clusterIP": "10.0.0.7" } }),
+            )
+            .await;
+        applied.insert("service", service);
+        // No autoscaling: an HPA left from an earlier spec is deleted.
+        self.expect(
+            Method::DELETE,
+            "/apis/autoscaling/v2/namespaces/web/horizontalpodautoscalers/shop",
+        )
+        .await
+        .not_found();
+        let pdb = self
+            .expect_apply(
+                "/apis/policy/v1/namespaces/web/poddisruptionbudgets/shop",
+                json!({}),
+            )
+            .await;
+        applied.insert("pdb", pdb);
+        let pools = self
+            .expect(Method::GET, "/apis/apps/v1/namespaces/web/deployments")
+            .await;
+        assert_eq!(
+            pools.query["labelSelector"],
+            "app.kubernetes.io/instance=shop,skiff.dev/pool"
+        );
+        pools.ok(json!({ "apiVersion": "apps/v1", "kind": "DeploymentList", "metadata": {}, "items": [] }));
+        let metrics = self
+            .expect_apply("/api/v1/namespaces/web/services/shop-metrics", json!({}))
+            .await;
+        applied.insert("metrics", metrics);
+        self.expect(
+            Method::GET,
+            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/servicemonitors.monitoring.coreos.com",
+        )
+        .await
+        .not_found();
+        let pods = self
+            .expect(Method::GET, "/api/v1/namespaces/web/pods")
+            .await;
+        assert_eq!(
+            pods.query["labelSelector"],
+            "app.kubernetes.io/name=skiff,app.kubernetes.io/instance=shop"
+        );
+        pods.ok(json!({ "apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": [] }));
+        applied
+    }
+
+    /// The next request, which must apply the VirtualServer's status; returns the status.
+    async fn expect_status(&mut self) -> VirtualServerStatus {
+        let call = self
+            .expect(
+                Method::PATCH,
+                "/apis/skiff.dev/v1alpha1/namespaces/web/virtualservers/shop/status",
+            )
+            .await;
+        assert_eq!(
+            call.content_type.as_deref(),
+            Some("application/apply-patch+yaml")
+        );
+        assert_eq!(
+            call.query.get("fieldManager").map(String::as_str),
+            Some(MANAGER)
+        );
+        assert_eq!(call.body["apiVersion"], "skiff.dev/v1alpha1");
+        assert_eq!(call.body["kind"], "VirtualServer");
+        let status: VirtualServerStatus =
+            serde_json::from_value(call.body["status"].clone()).unwrap();
+        let answer = json!({
+            "apiVersion": "skiff.dev/v1alpha1", "kind": "VirtualServer",
+            "metadata": { "name": "shop", "namespace": "web" },
+            "spec": valid_spec(), "status": call.body["status"],
+        });
+        call.ok(answer);
+        status
+    }
+
+    /// The next request, which must publish an Event with `reason`; returns its note.
+    async fn expect_event(&mut self, reason: EventReason) -> String {
+        let call = self
+            .expect(Method::POST, "/apis/events.k8s.io/v1/namespaces/web/events")
+            .await;
+        assert_eq!(call.body["reason"], reason.as_str());
+        assert_eq!(call.body["regarding"]["name"], "shop");
+        let note = call.body["note"].as_str().unwrap_or_default().to_string();
+        let body = call.body.clone();
+        call.ok(body);
+        note
+    }
+}
+
+impl Call {
+    fn ok(self, body: Value) {
+        self.answer(StatusCode::OK, body);
+    }
+
+    fn not_found(self) {
+        let status = json!({
+            "apiVersion": "v1", "kind": "Status", "status": "Failure",
+            "message": "not found", "reason": "NotFound", "code": 404,
+        });
+        self.answer(StatusCode::NOT_FOUND, status);
+    }
+
+    fn answer(self, code: StatusCode, body: Value) {
+        let response = Response::builder()
+            .status(code)
+            .body(Body::from(serde_json::to_vec(&body).unwrap()))
+            .unwrap();
+        self.respond.send_response(response);
+    }
+}
+
+/// Deep-merges `extra` into `base` (objects merge, everything else replaces).
+fn merge(base: &mut Value, extra: Value) {
+    match (base, extra) {
+        (Value::Object(b), Value::Object(e)) => {
+            for (k, v) in e {
+                merge(b.entry(k).or_insert(Value::Null), v);
+            }
+        }
+        (b, e) => *b = e,
+    }
+}
+
+/// `&a=1&b=x%2Cy` as a map, percent-decoded.
+fn query(text: &str) -> BTreeMap<String, String> {
+    let decode = |s: &str| {
+        let bytes = s.as_bytes();
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < bytes.len() {
+            if bytes[i] == b'%' && i + 2 < bytes.len() {
+                let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).unwrap();
+                out.push(u8::from_str_radix(hex, 16).unwrap());
+                i += 3;
+            } else {
+                out.push(if bytes[i] == b'+' { b' ' } else { bytes[i] });
+                i += 1;
+            }
+        }
+        String::from_utf8(out).unwrap()
+    };
+    text.split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (k, v) = p.split_once('=').unwrap_or((p, ""));
+            (decode(k), decode(v))
+        })
+        .collect()
+}
+
+fn condition(status: &VirtualServerStatus, type_: ConditionType) -> &Condition {
+    status
+        .conditions
+        .iter()
+        .find(|c| c.is(type_))
+        .unwrap_or_else(|| panic!("no {type_} condition in {status:?}"))
+}
+
+#[tokio::test]
+async fn a_valid_virtual_server_gets_its_children_applied_and_is_accepted_and_ready() {
+    let vs = virtual_server(valid_spec(), None);
+    let expected_hash = render::server_config(&{
+        let mut v = (*vs).clone();
+        v.spec.image = Some("registry.test/skiff:1".into());
+        v
+    })
+    .unwrap()
+    .hash;
+    let (result, (applied, status, note)) = run(vs, |mut api| async move {
+        let applied = api.accepted_children(true).await;
+        let status = api.expect_status().await;
+        let note = api.expect_event(EventReason::Created).await;
+        (api, (applied, status, note))
+    })
+    .await;
+    assert_eq!(
+        result.unwrap(),
+        Action::requeue(Duration::from_secs(300)),
+        "settled, no pods to wait for: the long interval"
+    );
+
+    // The children: owned by the VirtualServer, labelled for the controller's watches.
+    for (what, object) in &applied {
+        assert_eq!(object["metadata"]["namespace"], "web", "{what}");
+        assert_eq!(
+            object["metadata"]["ownerReferences"][0]["uid"], "vs-uid",
+            "{what}"
+        );
+        assert_eq!(
+            object["metadata"]["ownerReferences"][0]["controller"], true,
+            "{what}"
+        );
+        assert_eq!(
+            object["metadata"]["labels"]["app.kubernetes.io/managed-by"], "skiff-operator",
+            "{what}"
+        );
+    }
+    let config = applied["configmap"]["data"]["skiff.yaml"].as_str().unwrap();
+    assert_eq!(skiff_config::config_hash(config), expected_hash);
+    let deployment = &applied["deployment"];
+    assert_eq!(deployment["apiVersion"], "apps/v1");
+    assert_eq!(deployment["kind"], "Deployment");
+    assert_eq!(
+        deployment["spec"]["template"]["spec"]["containers"][0]["image"], "registry.test/skiff:1",
+        "the operator's default image"
+    );
+    assert_eq!(deployment["spec"]["replicas"], 2);
+    assert_eq!(
+        applied["service"]["spec"]["selector"]["app.kubernetes.io/instance"],
+        "shop"
+    );
+    assert_eq!(applied["pdb"]["spec"]["maxUnavailable"], 1);
+    assert_eq!(applied["metrics"]["spec"]["clusterIP"], "None");
+
+    // The status.
+    assert_eq!(status.observed_generation, Some(3));
+    let accepted = condition(&status, ConditionType::Accepted);
+    assert_eq!(
+        (accepted.status.as_str(), accepted.reason.as_str()),
+        ("True", "Valid")
+    );
+    let ready = condition(&status, ConditionType::Ready);
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("True", "Available")
+    );
+    assert_eq!(ready.message, "2/2 edge pods ready");
+    assert_eq!(ready.observed_generation, Some(3));
+    let refs = condition(&status, ConditionType::ResolvedRefs);
+    assert_eq!(
+        (refs.status.as_str(), refs.reason.as_str()),
+        ("True", "Resolved")
+    );
+    let monitored = condition(&status, ConditionType::Monitored);
+    assert_eq!(
+        (monitored.status.as_str(), monitored.reason.as_str()),
+        ("False", "PrometheusOperatorNotInstalled")
+    );
+    let live = condition(&status, ConditionType::ConfigLive);
+    assert_eq!(
+        (live.status.as_str(), live.reason.as_str()),
+        ("False", "NoPodsServing")
+    );
+    assert!(
+        !status
+            .conditions
+            .iter()
+            .any(|c| c.is(ConditionType::CertificateReady)),
+        "no tls, no certificate condition"
+    );
+    let types: Vec<&str> = status.conditions.iter().map(|c| c.type_.as_str()).collect();
+    assert_eq!(
+        types,
+        [
+            "Accepted",
+            "ConfigLive",
+            "Monitored",
+            "Ready",
+            "ResolvedRefs"
+        ],
+        "sorted by type"
+    );
+    assert_eq!(status.config_hash.as_deref(), Some(expected_hash.as_str()));
+    assert_eq!(status.address.as_deref(), Some("10.0.0.7"));
+    assert_eq!(status.replicas, Some(2));
+    assert_eq!(status.ready_replicas, Some(2));
+    assert_eq!(
+        status.selector.as_deref(),
+        Some("app.kubernetes.io/name=skiff,app.kubernetes.io/instance=shop")
+    );
+    assert_eq!(note, "edge Deployment, Service and config created");
+}
+
+#[tokio::test]
+async fn an_unchanged_status_is_not_written_again() {
+    // The first reconcile's status, as the apiserver stored it...
+    let (_, status) = run(virtual_server(valid_spec(), None), |mut api| async move {
+        api.accepted_children(true).await;
+        let status = api.expect_status().await;
+        api.expect_event(EventReason::Created).await;
+        (api, status)
+    })
+    .await;
+    // ...makes the next reconcile re-apply the children (a no-op for the apiserver) and
+    // neither write the status nor publish an Event.
+    let vs = virtual_server(valid_spec(), Some(&status));
+    let (result, ()) = run(vs, |mut api| async move {
+        api.accepted_children(true).await;
+        (api, ())
+    })
+    .await;
+    assert_eq!(result.unwrap(), Action::requeue(Duration::from_secs(300)));
+}
+
+#[tokio::test]
+async fn a_missing_content_config_map_is_reported_and_the_children_are_still_applied() {
+    let vs = virtual_server(valid_spec(), None);
+    let (result, status) = run(vs, |mut api| async move {
+        api.accepted_children(false).await;
+        let status = api.expect_status().await;
+        api.expect_event(EventReason::Created).await;
+        (api, status)
+    })
+    .await;
+    assert!(result.is_ok());
+    let refs = condition(&status, ConditionType::ResolvedRefs);
+    assert_eq!(
+        (
+            refs.status.as_str(),
+            refs.reason.as_str(),
+            refs.message.as_str()
+        ),
+        ("False", "RefNotFound", "not found: ConfigMap site")
+    );
+    let accepted = condition(&status, ConditionType::Accepted);
+    assert_eq!(
+        accepted.status, "True",
+        "a missing reference is not an invalid config"
+    );
+}
+
+#[tokio::test]
+async fn an_invalid_config_is_refused_with_the_validators_message_and_nothing_is_applied() {
+    let spec = json!({
+        "hosts": ["shop.example"], "content": { "configMap": "site" },
+        "rules": [{ "name": "api", "match": { "prefix": "/api/" }, "action": { "proxy": { "pool": "missing" } } }]
+    });
+    let vs = virtual_server(spec.clone(), None);
+    // Only the status and an Event: a child applied would be a request out of order.
+    let (result, (status, note)) = run(vs, |mut api| async move {
+        let status = api.expect_status().await;
+        let note = api.expect_event(EventReason::Rejected).await;
+        (api, (status, note))
+    })
+    .await;
+    assert_eq!(result.unwrap(), Action::requeue(Duration::from_secs(300)));
+    let message = "rule api: pool \"missing\" is not among spec.pools";
+    let accepted = condition(&status, ConditionType::Accepted);
+    assert_eq!(
+        (
+            accepted.status.as_str(),
+            accepted.reason.as_str(),
+            accepted.message.as_str()
+        ),
+        ("False", "InvalidConfig", message)
+    );
+    let ready = condition(&status, ConditionType::Ready);
+    assert_eq!(
+        (
+            ready.status.as_str(),
+            ready.reason.as_str(),
+            ready.message.as_str()
+        ),
+        (
+            "False",
+            "InvalidConfig",
+            "the previous config keeps serving"
+        )
+    );
+    assert_eq!(status.observed_generation, Some(3));
+    assert_eq!(status.config_hash, None, "no config was delivered");
+    assert_eq!(note, message);
+
+    // Reconciled again while still invalid: nothing at all is written.
+    let vs = virtual_server(spec, Some(&status));
+    let (result, ()) = run(vs, |api| async move { (api, ()) }).await;
+    assert_eq!(result.unwrap(), Action::requeue(Duration::from_secs(300)));
+}
