@@ -1,0 +1,36 @@
+//! `cargo xtask generate`: the generated files, from the Rust types, as the tests that
+//! check them document (operator/tests/crd_is_current.rs, server/config/src/tests.rs,
+//! scripts/config-reference.py).
+
+use crate::cmd::{cmd, output, run, step, Failed, Outcome};
+
+/// crdgen's output is committed twice: helm cannot read outside the chart.
+const CRD_COPIES: [&str; 2] = [
+    "crds/virtualserver.yaml",
+    "charts/skiff/files/virtualserver.yaml",
+];
+
+pub fn generate() -> Outcome {
+    step(format!("the CRD: crdgen > {}", CRD_COPIES.join(", ")));
+    let yaml = output(cmd(
+        "cargo",
+        ["run", "--quiet", "-p", "skiff-operator", "--bin", "crdgen"],
+    ))?;
+    if yaml.is_empty() {
+        eprintln!("xtask: crdgen printed nothing; the CRD files are left as they are");
+        return Err(Failed(1));
+    }
+    for path in CRD_COPIES {
+        std::fs::write(path, &yaml).map_err(|e| {
+            eprintln!("xtask: cannot write {path}: {e}");
+            Failed(1)
+        })?;
+    }
+    // server/CONFIG.md is rendered from this schema, so it comes first.
+    step("server/config/config.schema.json: SKIFF_BLESS=1 cargo test -p skiff-config committed_schema");
+    let mut schema = cmd("cargo", ["test", "-p", "skiff-config", "committed_schema"]);
+    schema.env("SKIFF_BLESS", "1");
+    run(schema)?;
+    step("server/CONFIG.md: scripts/config-reference.py");
+    run(cmd("python3", ["scripts/config-reference.py"]))
+}
