@@ -2,8 +2,7 @@
 //! name), and its modifiers, with errors that name the rule's place in the file.
 
 use super::modifiers::{AccessList, BasicAuth, CachePolicy, Cors, HeaderOps, RateLimiter};
-use super::rules::{Action, Conditions};
-use super::{BandwidthLimits, Rule};
+use super::rules::{Action, BandwidthLimits, Conditions, Rule};
 use crate::upstream::pool::Pool;
 use bytes::Bytes;
 use http::{HeaderName, HeaderValue, Method, StatusCode};

@@ -13,8 +13,7 @@ use crate::http::request::RequestHead;
 use crate::static_files::{clean_path_or_reply, StaticFiles, StaticOptions};
 use http::{HeaderValue, Method, StatusCode};
 use ipnet::IpNet;
-use modifiers::{AccessList, BasicAuth, CachePolicy, Cors, HeaderOps, RateLimiter};
-use rules::{Action, Conditions};
+use rules::{Action, BandwidthLimits, Rule};
 use skiff_config::{Config, HostPattern, UnknownHost};
 use std::collections::HashMap;
 use std::path::Path;
@@ -34,27 +33,6 @@ pub struct App {
     trusted_proxies: Vec<IpNet>,
 }
 
-/// Bandwidth limits at one level (virtual server or rule).
-#[derive(Default)]
-struct BandwidthLimits {
-    per_connection: Option<u64>,
-    total: Option<Arc<crate::shaping::TokenBucket>>,
-}
-
-impl BandwidthLimits {
-    fn from_config(b: Option<&skiff_config::Bandwidth>) -> BandwidthLimits {
-        b.map_or_else(BandwidthLimits::default, |b| BandwidthLimits {
-            per_connection: b.per_connection,
-            total: b
-                .total
-                .map(|t| Arc::new(crate::shaping::TokenBucket::new(t))),
-        })
-    }
-    fn is_empty(&self) -> bool {
-        self.per_connection.is_none() && self.total.is_none()
-    }
-}
-
 struct VirtualHost {
     name: &'static str,
     /// The root as configured (after joining with the config folder), the default
@@ -64,18 +42,6 @@ struct VirtualHost {
     statics: StaticFiles,
     rules: Vec<Rule>,
     error_pages: HashMap<u16, String>,
-}
-
-struct Rule {
-    bandwidth: BandwidthLimits,
-    conditions: Conditions,
-    action: Action,
-    access: Option<AccessList>,
-    rate_limit: Option<RateLimiter>,
-    cors: Option<Cors>,
-    basic_auth: Option<BasicAuth>,
-    headers: Option<HeaderOps>,
-    cache: Option<CachePolicy>,
 }
 
 /// What the configuration made of a request, and the virtual server that decided (for

@@ -1,9 +1,12 @@
-//! Compiled rules: conditions checked per request, and the action that answers.
+//! Compiled rules: conditions checked per request, the action that answers, the
+//! modifiers around it, and bandwidth limits.
 
+use super::modifiers::{AccessList, BasicAuth, CachePolicy, Cors, HeaderOps, RateLimiter};
 use crate::http::request::RequestHead;
 use http::{HeaderValue, Method};
 use regex::Regex;
 use skiff_config::{Piece, Template};
+use std::sync::Arc;
 
 pub struct Conditions {
     pub prefix: Option<String>,
@@ -103,4 +106,38 @@ pub fn render_location(
         }
     }
     out
+}
+
+/// Bandwidth limits at one level (virtual server or rule).
+#[derive(Default)]
+pub struct BandwidthLimits {
+    pub per_connection: Option<u64>,
+    pub total: Option<Arc<crate::shaping::TokenBucket>>,
+}
+
+impl BandwidthLimits {
+    pub fn from_config(b: Option<&skiff_config::Bandwidth>) -> BandwidthLimits {
+        b.map_or_else(BandwidthLimits::default, |b| BandwidthLimits {
+            per_connection: b.per_connection,
+            total: b
+                .total
+                .map(|t| Arc::new(crate::shaping::TokenBucket::new(t))),
+        })
+    }
+    pub fn is_empty(&self) -> bool {
+        self.per_connection.is_none() && self.total.is_none()
+    }
+}
+
+/// A compiled rule: when it applies, what it does, and the modifiers around it.
+pub struct Rule {
+    pub bandwidth: BandwidthLimits,
+    pub conditions: Conditions,
+    pub action: Action,
+    pub access: Option<AccessList>,
+    pub rate_limit: Option<RateLimiter>,
+    pub cors: Option<Cors>,
+    pub basic_auth: Option<BasicAuth>,
+    pub headers: Option<HeaderOps>,
+    pub cache: Option<CachePolicy>,
 }

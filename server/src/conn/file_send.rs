@@ -35,6 +35,18 @@ pub struct FileSendPolicy {
     pub cork: bool,
 }
 
+impl FileSendPolicy {
+    pub fn of(settings: &crate::settings::Settings) -> FileSendPolicy {
+        FileSendPolicy {
+            sendfile_min_bytes: settings.sendfile_min_bytes,
+            sendfile_max_bytes: settings.sendfile_max_bytes,
+            sendfile_chunk_bytes: settings.sendfile_chunk_bytes,
+            read_chunk_bytes: settings.read_chunk_bytes,
+            cork: settings.tcp_cork,
+        }
+    }
+}
+
 pub async fn send_file_slice(
     stream: &TcpStream,
     f: &FileSlice,

@@ -4,9 +4,12 @@
 //! goes away while the backend works cancels it.
 
 use super::encode::{self, Framing};
-use super::{Conn, Logged};
+use super::logged::Logged;
+use super::output::Output;
+use crate::conn::file_send::FileSendPolicy;
 use crate::exchange::{front, Exchange, Outcome, Protocol};
 use crate::http::request::RequestHead;
+use crate::state::Shared;
 use crate::upstream::cgi_env::{CgiRequest, Env};
 use crate::upstream::{
     self, BackendRequest, BackendRoute, ClientBody, Message, Payload, UpstreamResponse,
@@ -15,6 +18,7 @@ use bytes::Bytes;
 use http::Method;
 use std::io;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Instant;
 use tokio::io::Interest;
 use tokio::net::TcpStream;
@@ -93,68 +97,99 @@ pub(super) fn message(
     Some(JobMessage::Http(parts))
 }
 
-impl Conn<'_> {
-    /// Runs a pool request and writes its response; returns whether the connection stays
-    /// open. The exchange is recorded whatever happens to the connection.
-    pub(super) async fn serve_backend(&mut self, job: BackendJob) -> io::Result<bool> {
-        let BackendJob {
-            route,
-            message,
-            method,
+/// The connection's writing side, lent to a backend exchange.
+pub(super) struct Link<'c> {
+    pub stream: &'c TcpStream,
+    pub out: &'c mut Output,
+    pub read_chunk: &'c mut Vec<u8>,
+    pub shared: &'c Arc<Shared>,
+}
+
+/// Who asked, and the read buffer the logged fields point into.
+pub(super) struct Client<'c> {
+    pub peer: SocketAddr,
+    pub local_port: u16,
+    pub remote: &'c str,
+    pub buf: &'c [u8],
+}
+
+/// Runs a pool request and writes its response. Returns whether the connection stays
+/// open, and when the exchange ended; it is recorded whatever happens to the connection.
+pub(super) async fn serve(
+    mut link: Link<'_>,
+    client: Client<'_>,
+    job: BackendJob,
+) -> (io::Result<bool>, Instant) {
+    let BackendJob {
+        route,
+        message,
+        method,
+        vhost,
+        close,
+        minor,
+        started,
+        logged,
+    } = job;
+    let (env, parts) = match message {
+        JobMessage::Cgi(env) => (Some(env), None),
+        JobMessage::Http(parts) => (None, Some(parts)),
+    };
+    let message = match (&env, parts) {
+        (Some(env), _) => Message::Cgi(env),
+        (None, Some(parts)) => Message::Http(http::Request::from_parts(parts, ClientBody::Empty)),
+        (None, None) => unreachable!("a job has an environment or parts"),
+    };
+    let request = BackendRequest {
+        route: &route,
+        client: client.peer,
+        local_port: client.local_port,
+        message,
+    };
+    let resp = tokio::select! {
+        resp = upstream::serve(request, &link.shared.metrics) => resp,
+        () = client_gone(link.stream) => return (Ok(false), Instant::now()),
+    };
+    let head_ready = Instant::now();
+    let status = resp.status.as_u16();
+    let mut sent = 0u64;
+    let shape = Shape {
+        head_only: method == Method::HEAD,
+        close,
+        minor,
+    };
+    let result = link.write_response(resp, shape, &mut sent).await;
+    let ended = Instant::now();
+    Exchange {
+        remote: client.remote,
+        request: logged.fields(client.buf, &method, Protocol::of_minor(minor)),
+        outcome: Outcome {
             vhost,
-            close,
-            minor,
-            started,
-            logged,
-        } = job;
-        let (env, parts) = match message {
-            JobMessage::Cgi(env) => (Some(env), None),
-            JobMessage::Http(parts) => (None, Some(parts)),
-        };
-        let message = match (&env, parts) {
-            (Some(env), _) => Message::Cgi(env),
-            (None, Some(parts)) => {
-                Message::Http(http::Request::from_parts(parts, ClientBody::Empty))
-            }
-            (None, None) => unreachable!("a job has an environment or parts"),
-        };
-        let request = BackendRequest {
-            route: &route,
-            client: self.peer,
-            local_port: self.local_port,
-            message,
-        };
-        let resp = tokio::select! {
-            resp = upstream::serve(request, &self.shared.metrics) => resp,
-            () = client_gone(&self.stream) => return Ok(false),
-        };
-        let head_ready = Instant::now();
-        let status = resp.status.as_u16();
-        let mut sent = 0u64;
-        let shape = Shape {
-            head_only: method == Method::HEAD,
-            close,
-            minor,
-        };
-        let result = self.write_response(resp, shape, &mut sent).await;
-        let ended = Instant::now();
-        Exchange {
-            remote: &self.remote,
-            request: logged.fields(&self.buf, &method, Protocol::of_minor(minor)),
-            outcome: Outcome {
-                vhost,
-                status,
-                body_bytes: sent,
-                cache_hit: None,
-                pool: Some(route.backend.pool.name),
-            },
-            started,
-            head_ready,
-            ended,
+            status,
+            body_bytes: sent,
+            cache_hit: None,
+            pool: Some(route.backend.pool.name),
+        },
+        started,
+        head_ready,
+        ended,
+    }
+    .record();
+    (result, ended)
+}
+
+impl Link<'_> {
+    /// Writes the queued output; returns the bytes written, also when writing failed
+    /// part way.
+    async fn write_queued(&mut self) -> (u64, io::Result<()>) {
+        let policy = FileSendPolicy::of(&self.shared.settings);
+        let sent = self
+            .out
+            .write_and_clear(self.stream, policy, self.read_chunk)
+            .await;
+        if sent.via_sendfile > 0 {
+            self.shared.metrics.sendfile_bytes.inc_by(sent.via_sendfile);
         }
-        .record();
-        self.last_active = ended;
-        result
+        (sent.written, sent.result)
     }
 
     /// Writes a backend's response; `sent` counts the body bytes that went out. Returns

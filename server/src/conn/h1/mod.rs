@@ -10,22 +10,23 @@
 
 mod backend;
 mod encode;
+mod logged;
 mod output;
 mod parse;
 
 use crate::app::Routed;
 use crate::conn::file_send::FileSendPolicy;
-use crate::exchange::{front, Exchange, Outcome, Protocol, RequestFields};
+use crate::exchange::{front, Exchange, Outcome, Protocol};
 use crate::shutdown::Phase;
 use crate::state::Shared;
-use backend::BackendJob;
+use backend::{BackendJob, Link};
 use bytes::Bytes;
 use http::{Method, StatusCode};
+use logged::Logged;
 use output::{BodySpan, Output, MAX_QUEUED_BYTES};
 use parse::{Parsed, MAX_HEADERS};
 use std::io;
 use std::net::SocketAddr;
-use std::ops::Range;
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::io::Interest;
@@ -48,46 +49,6 @@ enum Step {
     Incomplete,
     Handoff,
     Reject(StatusCode),
-}
-
-/// Where the logged request fields sit in the read buffer. The buffer is not compacted
-/// until every queued response is written, so they are read from there when the
-/// exchange is recorded, without copying them per request.
-#[derive(Debug, Clone)]
-struct Logged {
-    target: Range<usize>,
-    referer: Option<Range<usize>>,
-    user_agent: Option<Range<usize>>,
-}
-
-impl Logged {
-    fn of(buf: &[u8], head: &crate::http::request::RequestHead<'_>) -> Logged {
-        let base = buf.as_ptr() as usize;
-        let span = |s: &[u8]| {
-            let at = s.as_ptr() as usize - base;
-            at..at + s.len()
-        };
-        Logged {
-            target: span(head.target.as_bytes()),
-            referer: head.referer.map(span),
-            user_agent: head.user_agent.map(span),
-        }
-    }
-
-    fn fields<'b>(
-        &self,
-        buf: &'b [u8],
-        method: &'b Method,
-        protocol: Protocol,
-    ) -> RequestFields<'b> {
-        RequestFields {
-            method,
-            target: std::str::from_utf8(&buf[self.target.clone()]).unwrap_or("-"),
-            protocol,
-            referer: self.referer.clone().map(|r| &buf[r]),
-            user_agent: self.user_agent.clone().map(|r| &buf[r]),
-        }
-    }
 }
 
 /// A response queued in the current batch, recorded once the batch is written.
@@ -192,7 +153,21 @@ impl Conn<'_> {
                     Step::Backend(job) => {
                         // Earlier pipelined responses go first.
                         self.flush().await?;
-                        if !self.serve_backend(*job).await? {
+                        let link = Link {
+                            stream: &self.stream,
+                            out: &mut self.out,
+                            read_chunk: &mut self.read_chunk,
+                            shared: self.shared,
+                        };
+                        let client = backend::Client {
+                            peer: self.peer,
+                            local_port: self.local_port,
+                            remote: &self.remote,
+                            buf: &self.buf,
+                        };
+                        let (keep, ended) = backend::serve(link, client, *job).await;
+                        self.last_active = ended;
+                        if !keep? {
                             return Ok(false);
                         }
                     }
@@ -379,44 +354,20 @@ impl Conn<'_> {
         Step::Complete(!close)
     }
 
-    fn file_send_policy(&self) -> FileSendPolicy {
-        let settings = &self.shared.settings;
-        FileSendPolicy {
-            sendfile_min_bytes: settings.sendfile_min_bytes,
-            sendfile_max_bytes: settings.sendfile_max_bytes,
-            sendfile_chunk_bytes: settings.sendfile_chunk_bytes,
-            read_chunk_bytes: settings.read_chunk_bytes,
-            cork: settings.tcp_cork,
-        }
-    }
-
-    /// Writes the queued output and forgets it (nothing is recorded: for backend
-    /// responses, whose exchange is recorded by `serve_backend`).
-    /// Returns the bytes written, also when writing failed part way.
-    async fn write_queued(&mut self) -> (u64, io::Result<()>) {
-        let policy = self.file_send_policy();
-        let result = self
-            .out
-            .write(&self.stream, policy, &mut self.read_chunk)
-            .await;
-        let written = self.out.written;
-        self.count_sendfile();
-        self.out.clear();
-        (written, result)
-    }
-
     /// Writes everything queued, then records the exchanges of the responses just sent
     /// (with the body bytes that really went out, also when writing failed part way).
     async fn flush(&mut self) -> io::Result<()> {
-        let policy = self.file_send_policy();
-        let result = self
+        let policy = FileSendPolicy::of(&self.shared.settings);
+        let sent = self
             .out
-            .write(&self.stream, policy, &mut self.read_chunk)
+            .write_and_clear(&self.stream, policy, &mut self.read_chunk)
             .await;
-        self.count_sendfile();
+        if sent.via_sendfile > 0 {
+            self.shared.metrics.sendfile_bytes.inc_by(sent.via_sendfile);
+        }
         if !self.pending.is_empty() {
             let ended = Instant::now();
-            let written = self.out.written;
+            let written = sent.written;
             for p in self.pending.drain(..) {
                 Exchange {
                     remote: &self.remote,
@@ -435,16 +386,6 @@ impl Conn<'_> {
                 .record();
             }
         }
-        self.out.clear();
-        result
-    }
-
-    fn count_sendfile(&self) {
-        if self.out.via_sendfile > 0 {
-            self.shared
-                .metrics
-                .sendfile_bytes
-                .inc_by(self.out.via_sendfile);
-        }
+        sent.result
     }
 }

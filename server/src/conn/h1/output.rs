@@ -61,6 +61,15 @@ impl BodySpan {
     }
 }
 
+/// What writing a batch did.
+pub(super) struct Sent {
+    /// Bytes of the batch written, also when writing failed part way.
+    pub written: u64,
+    /// Of which with sendfile (for `skiff_sendfile_bytes`).
+    pub via_sendfile: u64,
+    pub result: io::Result<()>,
+}
+
 /// Responses queued but not yet written.
 #[derive(Default)]
 pub(super) struct Output {
@@ -181,7 +190,7 @@ impl Output {
     }
 
     /// Forgets the batch (after it was written or failed).
-    pub fn clear(&mut self) {
+    fn clear(&mut self) {
         self.segs.clear();
         self.head.clear();
         self.queued_bytes = 0;
@@ -190,10 +199,27 @@ impl Output {
         self.via_sendfile = 0;
     }
 
+    /// Writes the batch and forgets it.
+    pub async fn write_and_clear(
+        &mut self,
+        stream: &TcpStream,
+        policy: FileSendPolicy,
+        read_chunk: &mut Vec<u8>,
+    ) -> Sent {
+        let result = self.write(stream, policy, read_chunk).await;
+        let sent = Sent {
+            written: self.written,
+            via_sendfile: self.via_sendfile,
+            result,
+        };
+        self.clear();
+        sent
+    }
+
     /// Writes everything queued: runs of memory segments with writev, files with sendfile
     /// or pread, paced bodies in timed chunks. `written` counts what went out, also when
     /// this fails part way.
-    pub async fn write(
+    async fn write(
         &mut self,
         stream: &TcpStream,
         policy: FileSendPolicy,

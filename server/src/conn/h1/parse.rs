@@ -22,6 +22,8 @@ pub(super) struct Request<'a> {
     pub consumed: usize,
 }
 
+// Returned once per request and never stored: boxing would add an allocation per request.
+#[allow(clippy::large_enum_variant)]
 pub(super) enum Parsed<'a> {
     Request(Request<'a>),
     /// More bytes are needed.

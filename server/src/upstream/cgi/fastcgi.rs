@@ -2,7 +2,7 @@
 //! STDIN records, then the response records, gathered or streamed, and the connection
 //! kept for reuse when the backend agreed to keep it.
 
-use super::CgiBody;
+use super::body::{send_body, CgiBody};
 use crate::upstream::connection::Conn;
 use crate::upstream::failure::{within, Failure};
 use crate::upstream::gather::{read_more, read_within};
@@ -43,7 +43,7 @@ pub(super) async fn exchange(
         .map_err(stale)?;
     if let Some(body) = rest {
         conn.set_nodelay();
-        super::send_body(pool, &mut conn, body, length, |chunk| {
+        send_body(pool, &mut conn, body, length, |chunk| {
             let mut b = BytesMut::with_capacity(chunk.len() + 16);
             fastcgi::encode_stdin(&mut b, 1, chunk);
             b.freeze()

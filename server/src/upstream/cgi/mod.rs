@@ -3,25 +3,23 @@
 //! protocol needs CONTENT_LENGTH up front), the opening bytes that leave with the
 //! connection, kept FastCGI connections, and passive health.
 
+mod body;
 mod fastcgi;
 mod stream;
 
 use super::connection;
 use super::failover::Failover;
-use super::failure::{within, Failure};
+use super::failure::Failure;
 use super::pool::{Pool, Slot};
-use super::request::{ClientBody, Message};
+use super::request::Message;
 use super::response::UpstreamResponse;
 use super::route::{BackendRoute, Forwarding};
+use body::{prepare_body, CgiBody};
 use bytes::{Bytes, BytesMut};
-use http_body::Body as _;
-use http_body_util::BodyExt;
-use hyper::body::Incoming;
 use skiff_codec::cgi_env::{environment, CgiContext, CgiRequest, Env};
 use skiff_codec::{fastcgi as fcgi, scgi, uwsgi};
 use skiff_config::PoolProtocol;
 use std::net::SocketAddr;
-use tokio::io::AsyncWriteExt;
 
 /// The CGI environment of a request without a body, when the call goes to a FastCGI,
 /// uwsgi or SCGI pool (`None` for an HTTP pool).
@@ -60,40 +58,6 @@ fn cgi_context(
         content_length: Some(length),
         extra: params,
     })
-}
-
-/// A CGI request body: streamed when their length is known, otherwise read (up to the limit)
-/// first, since every CGI protocol needs CONTENT_LENGTH up front.
-pub(super) enum CgiBody {
-    Stream(Incoming),
-    Buffered(Bytes),
-}
-
-async fn prepare_body(
-    body: ClientBody,
-    declared: Option<u64>,
-    max: u64,
-) -> Result<(CgiBody, u64), Failure> {
-    let body = match body {
-        ClientBody::Empty => return Ok((CgiBody::Buffered(Bytes::new()), 0)),
-        ClientBody::Hyper(b) => b,
-    };
-    if let Some(n) = declared {
-        return Ok((CgiBody::Stream(body), n));
-    }
-    if body.is_end_stream() {
-        return Ok((CgiBody::Buffered(Bytes::new()), 0));
-    }
-    let limited = http_body_util::Limited::new(body, max as usize);
-    match limited.collect().await {
-        Ok(c) => {
-            let b = c.to_bytes();
-            let n = b.len() as u64;
-            Ok((CgiBody::Buffered(b), n))
-        }
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(Failure::TooLarge(max)),
-        Err(e) => Err(Failure::Protocol(format!("client body: {e}"))),
-    }
 }
 
 /// Exchanges a request with a CGI pool: its environment (built here once the body's
@@ -239,36 +203,4 @@ fn finish(
             Err((f, pool.endpoints[idx].address.to_string()))
         }
     }
-}
-
-pub(super) async fn send_body(
-    pool: &Pool,
-    w: &mut (impl AsyncWriteExt + Unpin),
-    body: CgiBody,
-    length: u64,
-    mut frame: impl FnMut(&[u8]) -> Bytes,
-) -> Result<(), Failure> {
-    match body {
-        CgiBody::Buffered(b) => {
-            if !b.is_empty() {
-                within(pool.send_timeout, w.write_all(&frame(&b))).await?;
-            }
-        }
-        CgiBody::Stream(mut incoming) => {
-            let mut sent = 0u64;
-            while let Some(f) = incoming.frame().await {
-                let f = f.map_err(|e| Failure::Protocol(format!("client body: {e}")))?;
-                if let Ok(data) = f.into_data() {
-                    sent += data.len() as u64;
-                    if sent > length {
-                        return Err(Failure::Protocol(
-                            "client sent more than its Content-Length".into(),
-                        ));
-                    }
-                    within(pool.send_timeout, w.write_all(&frame(&data))).await?;
-                }
-            }
-        }
-    }
-    Ok(())
 }

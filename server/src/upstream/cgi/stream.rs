@@ -1,7 +1,7 @@
 //! The uwsgi and SCGI exchange on a connection: the request packet, the raw body, and a
 //! response read until the backend closes.
 
-use super::CgiBody;
+use super::body::{send_body, CgiBody};
 use crate::upstream::connection::Conn;
 use crate::upstream::failure::{within, Failure};
 use crate::upstream::gather::{read_more, read_within};
@@ -24,7 +24,7 @@ pub(super) async fn exchange(
     within(pool.send_timeout, conn.write_all(unsent)).await?;
     if let Some(body) = rest {
         conn.set_nodelay();
-        super::send_body(pool, &mut conn, body, length, Bytes::copy_from_slice).await?;
+        send_body(pool, &mut conn, body, length, Bytes::copy_from_slice).await?;
     }
     let mut buf = BytesMut::with_capacity(16 * 1024);
     let head = loop {
