@@ -2,6 +2,8 @@
 //! curl and HTTP-client helpers.
 #![allow(dead_code)]
 
+pub mod backends;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};

@@ -1,0 +1,172 @@
+//! Real backends for the pool tests: php-fpm and uWSGI processes (stopped on drop), the
+//! PHP test site, and skiff configurations in front of them. Installed by
+//! scripts/install-deps.sh.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+pub fn wait_connect(addr: &str) {
+    let end = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < end {
+        let ok = match addr.strip_prefix("unix:") {
+            Some(p) => std::os::unix::net::UnixStream::connect(p).is_ok(),
+            None => std::net::TcpStream::connect(addr).is_ok(),
+        };
+        if ok {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("backend at {addr} did not come up");
+}
+
+/// A backend process, stopped on drop.
+pub struct Backend(pub Child);
+
+/// Stops a backend the way its own supervisor would: SIGTERM, so that php-fpm's and
+/// uWSGI's masters take their workers down with them (after SIGKILL, php-fpm's workers
+/// lived on, orphaned, after every run), then SIGKILL if it has not exited in 5 s.
+impl Drop for Backend {
+    fn drop(&mut self) {
+        if let Some(pid) = rustix::process::Pid::from_raw(self.0.id() as i32) {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+        }
+        let end = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < end {
+            if let Ok(Some(_)) = self.0.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+pub fn php_fpm_binary() -> PathBuf {
+    std::fs::read_dir("/usr/sbin")
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("php-fpm")
+        })
+        .expect("php-fpm is installed by scripts/install-deps.sh")
+}
+
+/// Starts php-fpm listening on `listen` (host:port or a socket path).
+pub fn php_fpm(dir: &Path, listen: &str) -> Backend {
+    php_fpm_with(dir, listen, 2)
+}
+
+/// php-fpm with `children` workers (pm = static).
+pub fn php_fpm_with(dir: &Path, listen: &str, children: usize) -> Backend {
+    let conf = dir.join(format!("fpm{children}.conf"));
+    std::fs::write(
+        &conf,
+        format!(
+            "[global]\npid = {d}/fpm{children}.pid\nerror_log = {d}/fpm{children}.log\ndaemonize = no\n[www]\nlisten = {listen}\npm = static\npm.max_children = {children}\nclear_env = no\ncatch_workers_output = yes\n",
+            d = dir.display()
+        ),
+    )
+    .unwrap();
+    let child = Command::new(php_fpm_binary())
+        .args(["-F", "-R", "-n", "-y"])
+        .arg(&conf)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let wait = if listen.starts_with('/') {
+        format!("unix:{listen}")
+    } else {
+        listen.to_owned()
+    };
+    wait_connect(&wait);
+    Backend(child)
+}
+
+pub fn uwsgi(args: &[&str], wait: &str) -> Backend {
+    let child = Command::new("uwsgi")
+        .args([
+            "--plugin",
+            "python3",
+            "--master",
+            "--processes",
+            "2",
+            "--die-on-term",
+            "--disable-logging",
+        ])
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("uwsgi is installed by scripts/install-deps.sh");
+    wait_connect(wait);
+    Backend(child)
+}
+
+pub const PHP_ECHO: &str = r#"<?php
+header('Content-Type: text/plain');
+header('X-Powered: fpm');
+foreach (['SCRIPT_FILENAME','SCRIPT_NAME','PATH_INFO','QUERY_STRING','REQUEST_METHOD','CONTENT_TYPE','CONTENT_LENGTH','DOCUMENT_ROOT','SERVER_NAME','SERVER_PROTOCOL','REMOTE_ADDR','REQUEST_URI','HTTP_X_TEST'] as $k) {
+    echo $k, '=', $_SERVER[$k] ?? '', "\n";
+}
+"#;
+
+pub fn php_site() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    std::fs::write(p.join("echo.php"), PHP_ECHO).unwrap();
+    std::fs::write(
+        p.join("upload.php"),
+        "<?php $d = file_get_contents('php://input'); echo strlen($d), ' ', hash('sha256', $d);",
+    )
+    .unwrap();
+    std::fs::write(
+        p.join("stream.php"),
+        "<?php for ($i = 0; $i < 5; $i++) { echo str_repeat(\"chunk$i \", 2000), \"\\n\"; flush(); usleep(200000); }",
+    )
+    .unwrap();
+    std::fs::write(
+        p.join("stderr.php"),
+        "<?php error_log('skiff-stderr-marker'); echo 'ok';",
+    )
+    .unwrap();
+    std::fs::write(
+        p.join("exit.php"),
+        "<?php http_response_code(418); echo 'partial'; exit(3); echo 'never';",
+    )
+    .unwrap();
+    std::fs::write(p.join("static.txt"), "served by skiff").unwrap();
+    dir
+}
+
+pub fn write_config(dir: &Path, body: &str) -> PathBuf {
+    let path = dir.join("skiff.yaml");
+    std::fs::write(
+        &path,
+        format!("listen: 127.0.0.1:0\nadmin_listen: 127.0.0.1:0\nthreads: 2\n{body}"),
+    )
+    .unwrap();
+    path
+}
+
+pub fn php_config(site: &Path, endpoint: &str) -> String {
+    format!(
+        "virtual_servers:\n  - name: php\n    default: true\n    root: {}\n    rules:\n      - match: {{ regex: \"\\\\.php(/|$)\" }}\n        action: {{ fastcgi: {{ pool: php }} }}\npools:\n  - {{ name: php, protocol: fastcgi, endpoints: [\"{endpoint}\"], read_timeout: 5s }}\n",
+        site.display()
+    )
+}

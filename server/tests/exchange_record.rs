@@ -1,0 +1,200 @@
+//! One exchange record for every connection path: the same static, whole backend and
+//! streamed backend requests over the HTTP/1.1 fast path, HTTP/1.1 through hyper and h2c
+//! give the same access-log fields and the same metric deltas (status and body bytes),
+//! against a real php-fpm.
+
+mod common;
+use common::backends::*;
+use common::*;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// How a request reaches the server.
+#[derive(Debug, Clone, Copy)]
+enum Transport {
+    /// GET with no body: the fast path.
+    FastPath,
+    /// GET with an empty chunked body: the fast path hands it to hyper.
+    Hyper,
+    /// HTTP/2 with prior knowledge: hyper.
+    H2c,
+}
+
+impl Transport {
+    fn curl_args(self) -> Vec<&'static str> {
+        match self {
+            Transport::FastPath => vec!["--http1.1"],
+            Transport::Hyper => vec![
+                "--http1.1",
+                "-X",
+                "GET",
+                "-H",
+                "Transfer-Encoding: chunked",
+                "--data-binary",
+                "",
+            ],
+            Transport::H2c => vec!["--http2-prior-knowledge"],
+        }
+    }
+
+    fn protocol(self) -> &'static str {
+        match self {
+            Transport::H2c => "HTTP/2.0",
+            _ => "HTTP/1.1",
+        }
+    }
+}
+
+/// Sends one request with curl; returns the status and the body's length.
+fn fetch(srv: &Server, via: Transport, target: &str) -> (u16, usize) {
+    let body = tempfile::NamedTempFile::new().unwrap();
+    let out = Command::new("curl")
+        .args(["-sS", "-o"])
+        .arg(body.path())
+        .args([
+            "-w",
+            "%{http_code}",
+            "-A",
+            "cross-path/1",
+            "-e",
+            "http://ref/",
+        ])
+        .args(via.curl_args())
+        .arg(srv.url(target))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "curl {via:?} {target}: {out:?}");
+    let status = String::from_utf8_lossy(&out.stdout).parse().unwrap();
+    (status, std::fs::read(body.path()).unwrap().len())
+}
+
+/// The JSON access-log lines written so far.
+fn log_lines(path: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+fn metric_or_zero(srv: &Server, sample: &str) -> f64 {
+    srv.metric(sample).unwrap_or(0.0)
+}
+
+#[test]
+fn every_path_records_the_same_exchange() {
+    let site = php_site();
+    std::fs::write(
+        site.path().join("hello.php"),
+        "<?php echo str_repeat('hello ', 100);",
+    )
+    .unwrap();
+    let port = free_port();
+    let _fpm = php_fpm(site.path(), &format!("127.0.0.1:{port}"));
+    let log = site.path().join("access.json");
+    let config = write_config(
+        site.path(),
+        &format!(
+            "access_log: {{ format: json, path: {} }}\n{}",
+            log.display(),
+            php_config(site.path(), &format!("127.0.0.1:{port}"))
+        ),
+    );
+    let srv = Server::run_config(&config);
+    let bytes_sample = "skiff_http_response_bytes_total{vhost=\"php\"}";
+    let count_sample = "skiff_http_requests_total{vhost=\"php\",method=\"GET\",code=\"200\"}";
+    let pool_sample = "skiff_upstream_requests_total{pool=\"php\",code=\"200\"}";
+    // (target, answered by the pool, streamed by the backend)
+    let targets = [
+        ("/static.txt", false),
+        ("/hello.php", true),
+        ("/stream.php", true),
+    ];
+    let mut expected_lines = 0;
+    for (target, pooled) in targets {
+        let mut seen = Vec::new();
+        for via in [Transport::FastPath, Transport::Hyper, Transport::H2c] {
+            let (bytes0, count0, pool0) = (
+                metric_or_zero(&srv, bytes_sample),
+                metric_or_zero(&srv, count_sample),
+                metric_or_zero(&srv, pool_sample),
+            );
+            let (status, len) = fetch(&srv, via, target);
+            assert_eq!(status, 200, "{via:?} {target}");
+            assert!(len > 0, "{via:?} {target}: empty body");
+            expected_lines += 1;
+            // The log is flushed once a second; the record of a streamed body is written
+            // when its last byte has gone.
+            let end = Instant::now() + Duration::from_secs(10);
+            let mut lines = log_lines(&log);
+            while lines.len() < expected_lines && Instant::now() < end {
+                std::thread::sleep(Duration::from_millis(100));
+                lines = log_lines(&log);
+            }
+            assert_eq!(lines.len(), expected_lines, "{via:?} {target}: {lines:?}");
+            let line = lines.last().unwrap().clone();
+            assert_eq!(line["protocol"], via.protocol(), "{line:?}");
+            assert_eq!(line["bytes"], len, "{via:?} {target}: {line:?}");
+            assert_eq!(
+                metric_or_zero(&srv, bytes_sample) - bytes0,
+                len as f64,
+                "{via:?} {target}: response bytes"
+            );
+            assert_eq!(
+                metric_or_zero(&srv, count_sample) - count0,
+                1.0,
+                "{via:?} {target}"
+            );
+            let pool_delta = metric_or_zero(&srv, pool_sample) - pool0;
+            assert_eq!(
+                pool_delta,
+                if pooled { 1.0 } else { 0.0 },
+                "{via:?} {target}"
+            );
+            seen.push((via, line));
+        }
+        // Every field but the protocol and the timings is the same on every path.
+        let fields = [
+            "method",
+            "target",
+            "status",
+            "bytes",
+            "vhost",
+            "pool",
+            "referer",
+            "user_agent",
+            "remote",
+        ];
+        let (first_via, first) = &seen[0];
+        for (via, line) in &seen[1..] {
+            for f in fields {
+                assert_eq!(
+                    line[f], first[f],
+                    "{target}: field {f} differs between {first_via:?} and {via:?}"
+                );
+            }
+        }
+        assert_eq!(first["target"], target);
+        assert_eq!(first["user_agent"], "cross-path/1");
+        assert_eq!(first["referer"], "http://ref/");
+        let pool = if pooled {
+            "php".into()
+        } else {
+            serde_json::Value::Null
+        };
+        assert_eq!(first["pool"], pool);
+        assert_eq!(first["vhost"], "php");
+    }
+    // A streamed body is timed to its last byte on every path (stream.php writes for
+    // about 800 ms), and its first byte comes before.
+    for line in log_lines(&log)
+        .into_iter()
+        .filter(|l| l["target"] == "/stream.php")
+    {
+        let total = line["duration_us"].as_u64().unwrap();
+        let first = line["first_byte_us"].as_u64().unwrap();
+        assert!(total >= 700_000, "not timed to the end: {line:?}");
+        assert!(first < total, "{line:?}");
+    }
+}
