@@ -1,0 +1,11 @@
+//! The configuration model. Every field is documented here; the documentation flows into
+//! the JSON Schema (`config.schema.json`) and from there into editors and the operator.
+
+mod defaults;
+mod pools;
+mod rules;
+mod server;
+
+pub use pools::*;
+pub use rules::*;
+pub use server::*;

@@ -1,0 +1,102 @@
+//! Backend pools: endpoints, protocol, balancing, timeouts and limits.
+
+use super::defaults::is_zero;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// A backend pool.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Pool {
+    /// A unique name, referred to by actions.
+    pub name: String,
+    /// The wire protocol: `http`, `fastcgi`, `uwsgi` or `scgi`.
+    pub protocol: PoolProtocol,
+    /// Endpoints: `host:port` (a host name is resolved again every `dns.refresh` and requests rotate over its addresses, so a headless Service's pods are followed without a reload), or `unix:/path/to.sock`.
+    pub endpoints: Vec<String>,
+    /// How an endpoint is chosen.
+    #[serde(default)]
+    pub balance: Balance,
+    /// Failures within `fail_timeout` that take an endpoint out of rotation for `fail_timeout`.
+    #[serde(default = "default_max_fails")]
+    pub max_fails: u32,
+    /// See `max_fails`.
+    #[serde(default = "default_fail_timeout", with = "humantime_serde")]
+    #[schemars(with = "String")]
+    pub fail_timeout: Duration,
+    /// Time to establish a connection.
+    #[serde(default = "default_connect_timeout", with = "humantime_serde")]
+    #[schemars(with = "String")]
+    pub connect_timeout: Duration,
+    /// Time to wait for the response head, and between body reads.
+    #[serde(default = "default_read_timeout", with = "humantime_serde")]
+    #[schemars(with = "String")]
+    pub read_timeout: Duration,
+    /// Time allowed to send the request to the backend.
+    #[serde(default = "default_read_timeout", with = "humantime_serde")]
+    #[schemars(with = "String")]
+    pub send_timeout: Duration,
+    /// Largest request body in bytes; 413 beyond.
+    #[serde(default = "default_max_body_size")]
+    pub max_body_size: u64,
+    /// Requests in flight to this pool at most; beyond, 503 at once.
+    #[serde(default = "default_max_active")]
+    pub max_active_requests: usize,
+    /// FastCGI connections kept open for reuse (the keep-conn flag), per serving thread and endpoint; 0 turns reuse off. Each kept connection holds one backend worker (php-fpm serves one connection per child), so keep this below the backend's worker count divided by skiff's threads.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub keepalive: usize,
+}
+
+/// Endpoint choice.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Balance {
+    /// Each endpoint in turn.
+    #[default]
+    RoundRobin,
+    /// The endpoint with the fewest requests in flight.
+    LeastConn,
+    /// The same client address to the same endpoint.
+    IpHash,
+}
+
+fn default_max_fails() -> u32 {
+    1
+}
+fn default_fail_timeout() -> Duration {
+    Duration::from_secs(10)
+}
+fn default_connect_timeout() -> Duration {
+    Duration::from_secs(5)
+}
+fn default_read_timeout() -> Duration {
+    Duration::from_secs(60)
+}
+fn default_max_body_size() -> u64 {
+    16 * 1024 * 1024
+}
+fn default_max_active() -> usize {
+    1024
+}
+
+/// Backend wire protocols.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PoolProtocol {
+    Http,
+    Fastcgi,
+    Uwsgi,
+    Scgi,
+}
+
+impl PoolProtocol {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PoolProtocol::Http => "http",
+            PoolProtocol::Fastcgi => "fastcgi",
+            PoolProtocol::Uwsgi => "uwsgi",
+            PoolProtocol::Scgi => "scgi",
+        }
+    }
+}

@@ -1,0 +1,274 @@
+//! Rules: what requests they match, their actions, and the modifiers around them.
+
+use super::defaults::{default_true, is_false, is_true};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// A rule: what requests it matches, what handles them, and what it changes on the way.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Rule {
+    /// An optional name, for logs and error messages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Conditions, all of which must hold. An empty match matches every request.
+    #[serde(default, rename = "match")]
+    pub matches: Match,
+    /// What answers the request.
+    pub action: Action,
+    /// Response headers to add, set or remove.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub headers: Option<HeaderOps>,
+    /// Browser caching: sets Cache-Control and Expires.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<CachePolicy>,
+    /// Cross-origin resource sharing, including preflight answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cors: Option<Cors>,
+    /// HTTP basic authentication against an htpasswd file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub basic_auth: Option<BasicAuth>,
+    /// Client address allow and deny lists.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access: Option<AccessList>,
+    /// Per-client-address request rate limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<RateLimit>,
+    /// Bandwidth limits for responses of this rule (`total` is shared by all of them; `per_connection` overrides the virtual server's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bandwidth: Option<Bandwidth>,
+}
+
+/// Traffic shaping, in bytes per second.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Bandwidth {
+    /// Each response body is sent at most this fast.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_connection: Option<u64>,
+    /// All responses together are sent at most this fast (with a one-second burst).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total: Option<u64>,
+}
+
+/// Request conditions. All given conditions must hold.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Match {
+    /// The path starts with this (after decoding and normalization), e.g. `/static/`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix: Option<String>,
+    /// The path equals this exactly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// The path matches this regular expression (Rust `regex` syntax); its captures are `$1`..`$9` in redirects.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub regex: Option<String>,
+    /// The file extension is one of these (without the dot), e.g. `[css, js]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extensions: Vec<String>,
+    /// The method is one of these, e.g. `[GET, HEAD]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub methods: Vec<String>,
+    /// Request headers that must be present, or equal a value.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub headers: Vec<HeaderMatch>,
+}
+
+/// A request header condition.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HeaderMatch {
+    /// The header name (case-insensitive).
+    pub name: String,
+    /// When given, the header must equal this value exactly; otherwise it must only be present.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+}
+
+/// What answers a matched request. Exactly one kind.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum Action {
+    /// Serve files from the virtual server's root.
+    Static {},
+    /// Redirect. `to` may use `$1`..`$9` (regex captures), `$host`, `$scheme`, `$request_uri` (path and query), `$uri` (path) and `$args` (query).
+    Redirect {
+        /// The Location template.
+        to: String,
+        /// 301, 302, 303, 307 or 308.
+        #[serde(default = "default_redirect_status")]
+        status: u16,
+    },
+    /// Answer with a fixed response.
+    Return {
+        /// The status code (200-599).
+        status: u16,
+        /// The body.
+        #[serde(default)]
+        body: String,
+        /// The Content-Type of the body.
+        #[serde(default = "default_return_type")]
+        content_type: String,
+    },
+    /// Refuse the request.
+    Deny {
+        /// The status code (400-599), 403 by default.
+        #[serde(default = "default_deny_status")]
+        status: u16,
+    },
+    /// Send to an HTTP backend pool.
+    Proxy(ProxyTarget),
+    /// Send to a FastCGI backend pool (PHP-FPM).
+    Fastcgi(CgiTarget),
+    /// Send to a uWSGI backend pool.
+    Uwsgi(CgiTarget),
+    /// Send to an SCGI backend pool.
+    Scgi(CgiTarget),
+}
+
+fn default_redirect_status() -> u16 {
+    302
+}
+fn default_deny_status() -> u16 {
+    403
+}
+fn default_return_type() -> String {
+    "text/plain; charset=utf-8".into()
+}
+
+/// An HTTP backend.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProxyTarget {
+    /// The name of an `http` pool in `pools`.
+    pub pool: String,
+    /// The Host header sent to the backend; by default the client's is passed on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+}
+
+/// A FastCGI, uwsgi or SCGI backend, and how the CGI environment is built for it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CgiTarget {
+    /// The name of a pool in `pools`, of the matching protocol.
+    pub pool: String,
+    /// DOCUMENT_ROOT as the backend sees it (its container may mount the code elsewhere). Default: the virtual server's root.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub document_root: Option<String>,
+    /// Script for paths ending in `/` (FastCGI), e.g. `index.php`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index: Option<String>,
+    /// Split `/app.php/extra` into SCRIPT_NAME `/app.php` and PATH_INFO `/extra` at the first `.php` (FastCGI; PHP-style).
+    #[serde(default = "default_true", skip_serializing_if = "is_true")]
+    pub split_path_info: bool,
+    /// Extra parameters, added to or overriding the CGI ones.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub params: BTreeMap<String, String>,
+}
+
+/// Response header changes, applied in the order remove, set, add.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HeaderOps {
+    /// Header names to remove.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub remove: Vec<String>,
+    /// Headers to set, replacing any value present.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub set: BTreeMap<String, String>,
+    /// Headers to add, keeping values present.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub add: BTreeMap<String, String>,
+}
+
+/// Browser caching policy.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CachePolicy {
+    /// Seconds a response may be reused: `Cache-Control: max-age=N` and a matching `Expires`.
+    pub max_age: u64,
+    /// Adds `public` (shared caches may store it) or `private`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub visibility: Option<CacheVisibility>,
+    /// Adds `immutable`, for fingerprinted assets.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub immutable: bool,
+}
+
+/// Who may store a cached response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CacheVisibility {
+    Public,
+    Private,
+}
+
+/// CORS policy.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Cors {
+    /// Allowed origins (`https://app.example.com`), or `*` for any.
+    pub allow_origins: Vec<String>,
+    /// Methods allowed in preflight answers.
+    #[serde(default = "default_cors_methods")]
+    pub allow_methods: Vec<String>,
+    /// Request headers allowed in preflight answers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_headers: Vec<String>,
+    /// Response headers exposed to scripts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub expose_headers: Vec<String>,
+    /// Send `Access-Control-Allow-Credentials: true` (not allowed with `*`).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub allow_credentials: bool,
+    /// Seconds a preflight answer may be cached.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_age: Option<u64>,
+}
+
+fn default_cors_methods() -> Vec<String> {
+    vec!["GET".into(), "HEAD".into(), "POST".into()]
+}
+
+/// Basic authentication.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BasicAuth {
+    /// The realm shown by browsers.
+    #[serde(default = "default_realm")]
+    pub realm: String,
+    /// Path of an htpasswd file with bcrypt (`$2y$`) entries.
+    pub htpasswd: String,
+}
+
+fn default_realm() -> String {
+    "Restricted".into()
+}
+
+/// Address lists. A client in `deny` is refused; if `allow` is not empty, a client must be in it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AccessList {
+    /// CIDRs allowed, e.g. `10.0.0.0/8`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow: Vec<String>,
+    /// CIDRs denied; checked first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deny: Vec<String>,
+    /// The status for refused clients (403 by default).
+    #[serde(default = "default_deny_status")]
+    pub status: u16,
+}
+
+/// A token bucket per client address: `burst` requests at once, refilled at `requests_per_second`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RateLimit {
+    /// Sustained rate.
+    pub requests_per_second: f64,
+    /// Bucket size: requests allowed at once.
+    pub burst: u32,
+}
