@@ -39,6 +39,32 @@ fn help() {
 /// Environment `cargo run` gives the xtask binary itself; the commands it runs get the
 /// environment they would get from a shell, as under scripts/test.sh.
 fn forget_cargo_run_env() {
+    // cargo run prepends the target dir (and its deps/) and the toolchain's lib dirs to
+    // LD_LIBRARY_PATH; the rest is the caller's.
+    let exe_dir = std::env::current_exe()
+        .ok()
+        .and_then(|e| e.parent().map(Path::to_path_buf));
+    let toolchain = std::env::var_os("CARGO").map(std::path::PathBuf::from);
+    let toolchain_lib = toolchain
+        .as_deref()
+        .and_then(Path::parent)
+        .and_then(Path::parent);
+    if let Some(paths) = std::env::var_os("LD_LIBRARY_PATH") {
+        let kept: Vec<_> = std::env::split_paths(&paths)
+            .filter(|p| {
+                let from_target = exe_dir
+                    .as_ref()
+                    .is_some_and(|d| p == d || *p == d.join("deps"));
+                let from_toolchain = toolchain_lib.is_some_and(|t| p.starts_with(t.join("lib")));
+                !from_target && !from_toolchain
+            })
+            .collect();
+        if kept.is_empty() {
+            std::env::remove_var("LD_LIBRARY_PATH");
+        } else if let Ok(joined) = std::env::join_paths(kept) {
+            std::env::set_var("LD_LIBRARY_PATH", joined);
+        }
+    }
     let own: Vec<_> = std::env::vars_os()
         .map(|(k, _)| k)
         .filter(|k| {
