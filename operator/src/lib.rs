@@ -1,17 +1,18 @@
 //! The Skiff operator: VirtualServer resources reconciled into the edge tier.
 
-pub mod children;
+mod children;
 mod controller;
 pub mod crd;
 mod leader;
 mod live_config;
 mod metrics;
-pub mod render;
+mod render;
 
-pub use children::DEFAULT_IMAGE;
-pub use controller::{error_policy, reconcile, reporter, run, Context, MANAGER};
+pub use children::{Children, PoolChildren, DEFAULT_IMAGE};
+pub use controller::{reporter, run, Context};
 pub use leader::Elector;
 pub use metrics::Metrics;
+pub use render::{server_config, Invalid, Rendered};
 
 use kube::CustomResourceExt;
 

@@ -3,7 +3,7 @@
 
 use kube::ResourceExt;
 use skiff_operator::crd::VirtualServer;
-use skiff_operator::{children, render};
+use skiff_operator::Children;
 
 #[test]
 fn every_example_renders() {
@@ -19,11 +19,16 @@ fn every_example_renders() {
             serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         vs.metadata.namespace = Some("examples".into());
         vs.metadata.uid = Some("uid".into());
-        let rendered =
-            render::server_config(&vs).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let rendered = skiff_operator::server_config(&vs)
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         assert!(!rendered.hash.is_empty());
-        let d = children::deployment(&vs);
+        let children = Children::new(&vs, &rendered);
+        let d = &children.deployment;
         assert_eq!(d.metadata.name.as_deref(), Some(vs.name_any().as_str()));
+        assert_eq!(
+            children.config_map.data.as_ref().unwrap()["skiff.yaml"],
+            rendered.yaml
+        );
         seen += 1;
     }
     assert_eq!(seen, 4, "static, thumbnails, PHP and Django examples");

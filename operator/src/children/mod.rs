@@ -23,11 +23,7 @@ use std::collections::BTreeMap;
 
 pub use edge::{autoscaler, config_map, deployment, disruption_budget, metrics_service, service};
 pub use pool::{pool_autoscaler, pool_deployment, pool_service, pooled};
-pub use third_party::{
-    certificate, service_monitor, tls_secret_name, Certificate, CertificateCondition,
-    CertificateSpec, CertificateStatus, IssuerReference, MonitorEndpoint, ServiceMonitor,
-    ServiceMonitorSpec,
-};
+pub use third_party::{certificate, service_monitor, tls_secret_name, Certificate, ServiceMonitor};
 
 /// The operator's default edge image.
 pub const DEFAULT_IMAGE: &str = "localhost/skiff/skiff:dev";

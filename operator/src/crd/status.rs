@@ -59,11 +59,6 @@ impl Condition {
     pub fn is(&self, type_: ConditionType) -> bool {
         self.type_ == type_.as_str()
     }
-
-    /// Whether its status is `True`.
-    pub fn is_true(&self) -> bool {
-        self.status == "True"
-    }
 }
 
 /// Defines a string-valued enum with `as_str()` and `Display`: the strings are the ones

@@ -1,0 +1,127 @@
+//! A VirtualServer's spec rendered into the skiff server config the edge pods load, and
+//! validated with the server's own config crate before anything is applied: an invalid
+//! config is never rolled out. The config is built as the config crate's typed model
+//! (the conversions are in `convert.rs`) and written with the crate's own serializer.
+
+mod convert;
+
+#[cfg(test)]
+mod tests;
+
+use crate::crd::{Placement, Pool, RuleAction, VirtualServer};
+use kube::ResourceExt;
+use skiff_config as config;
+
+/// Where the edge pods find things; the Deployment mounts them at these paths.
+pub const SITE_ROOT: &str = "/srv/site";
+pub const CONFIG_DIR: &str = "/etc/skiff";
+pub const CONFIG_FILE: &str = "skiff.yaml";
+pub const AUTH_DIR: &str = "/etc/skiff/auth";
+pub const SOCKET_DIR: &str = "/run/skiff/pools";
+pub const HTTP_PORT: u16 = 8080;
+pub const ADMIN_PORT: u16 = 9145;
+
+/// The rendered config and its hash (the value pods report and status shows).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rendered {
+    pub yaml: String,
+    pub hash: String,
+}
+
+/// Why a spec cannot become a config: the validator's message, for `Accepted=False`.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct Invalid(pub String);
+
+pub fn server_config(vs: &VirtualServer) -> Result<Rendered, Invalid> {
+    let config = config_model(vs)?;
+    let yaml = config::to_yaml(&config);
+    // Parsed back as the pods will parse it, with the server's own error messages.
+    config::parse_yaml(&yaml).map_err(|e| Invalid(e.to_string()))?;
+    let hash = config::config_hash(&yaml);
+    Ok(Rendered { yaml, hash })
+}
+
+/// The config model of a VirtualServer: one default virtual server for its hosts, and its
+/// pools with the endpoints where their workloads run.
+fn config_model(vs: &VirtualServer) -> Result<config::Config, Invalid> {
+    let spec = &vs.spec;
+    let ns = vs.namespace().unwrap_or_else(|| "default".into());
+    let name = vs.name_any();
+    for rule in &spec.rules {
+        if let Some(pool) = pool_of(&rule.action) {
+            if !spec.pools.iter().any(|p| p.name == pool) {
+                return Err(Invalid(format!(
+                    "rule {}: pool {pool:?} is not among spec.pools",
+                    rule.name.as_deref().unwrap_or("(unnamed)")
+                )));
+            }
+        }
+    }
+    let virtual_server = config::VirtualServer {
+        name: name.clone(),
+        hosts: spec.hosts.clone(),
+        default: true,
+        root: SITE_ROOT.into(),
+        compression: spec.compression.as_ref().map(Into::into),
+        rules: spec.rules.iter().map(Into::into).collect(),
+        ..convert::defaults().virtual_server.clone()
+    };
+    Ok(config::Config {
+        listen: format!("0.0.0.0:{HTTP_PORT}"),
+        admin_listen: format!("0.0.0.0:{ADMIN_PORT}"),
+        threads: None,
+        cache: spec.cache.as_ref().map(Into::into).unwrap_or_default(),
+        limits: config::LimitsConfig::default(),
+        access_log: config::AccessLogConfig {
+            format: spec.log_format.map(Into::into).unwrap_or_default(),
+            path: None,
+        },
+        dns: config::DnsConfig::default(),
+        trusted_proxies: vec![],
+        unknown_host: config::UnknownHost::default(),
+        virtual_servers: vec![virtual_server],
+        pools: spec.pools.iter().map(|p| pool(p, &name, &ns)).collect(),
+    })
+}
+
+fn pool_of(action: &RuleAction) -> Option<&str> {
+    action
+        .proxy
+        .as_ref()
+        .map(|p| p.pool.as_str())
+        .or(action.fastcgi.as_ref().map(|c| c.pool.as_str()))
+        .or(action.uwsgi.as_ref().map(|c| c.pool.as_str()))
+        .or(action.scgi.as_ref().map(|c| c.pool.as_str()))
+}
+
+/// The name of the Deployment and headless Service of a `pool` placement.
+pub fn pool_workload_name(vs_name: &str, pool: &str) -> String {
+    format!("{vs_name}-{pool}")
+}
+
+fn pool(p: &Pool, vs_name: &str, ns: &str) -> config::Pool {
+    let endpoints: Vec<String> = if p.image.is_none() {
+        p.endpoints.clone()
+    } else {
+        let port = p.port.unwrap_or(9000);
+        match (p.placement, &p.socket) {
+            (Placement::Sidecar, Some(socket)) => vec![format!("unix:{SOCKET_DIR}/{socket}")],
+            (Placement::Sidecar, None) => vec![format!("127.0.0.1:{port}")],
+            // The headless Service's name: re-resolved every few seconds, so pods the
+            // pool's HPA adds get traffic without a config change.
+            (Placement::Pool, _) => {
+                vec![format!(
+                    "{}.{ns}.svc.cluster.local:{port}",
+                    pool_workload_name(vs_name, &p.name)
+                )]
+            }
+        }
+    };
+    config::Pool {
+        name: p.name.clone(),
+        protocol: p.protocol.into(),
+        endpoints,
+        ..convert::defaults().pool.clone()
+    }
+}
