@@ -3,12 +3,11 @@
 //! every `renew` and a lease not renewed for `duration` may be taken over. A leader that
 //! cannot renew in time exits, so it never reconciles beside a new leader.
 
-use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, PostParams};
 use kube::Client;
-use serde_json::json;
 use std::time::Duration;
 
 pub struct Elector {
@@ -49,22 +48,23 @@ impl Elector {
     /// Tries once to take or renew the lease; true when this process holds it.
     async fn try_hold(&self) -> Result<bool, kube::Error> {
         let now = Timestamp::now();
-        let spec = |transitions: i32, acquired: Option<MicroTime>| {
-            json!({
-                "holderIdentity": self.identity,
-                "leaseDurationSeconds": self.duration.as_secs(),
-                "renewTime": MicroTime(now),
-                "acquireTime": acquired.unwrap_or(MicroTime(now)),
-                "leaseTransitions": transitions,
-            })
+        let spec = |transitions: i32, acquired: Option<MicroTime>| LeaseSpec {
+            holder_identity: Some(self.identity.clone()),
+            lease_duration_seconds: Some(self.duration.as_secs() as i32),
+            renew_time: Some(MicroTime(now)),
+            acquire_time: Some(acquired.unwrap_or(MicroTime(now))),
+            lease_transitions: Some(transitions),
+            ..LeaseSpec::default()
         };
         match self.api.get_opt(&self.name).await? {
             None => {
-                let lease: Lease = serde_json::from_value(json!({
-                    "metadata": { "name": self.name },
-                    "spec": spec(0, None),
-                }))
-                .unwrap();
+                let lease = Lease {
+                    metadata: ObjectMeta {
+                        name: Some(self.name.clone()),
+                        ..ObjectMeta::default()
+                    },
+                    spec: Some(spec(0, None)),
+                };
                 match self.api.create(&PostParams::default(), &lease).await {
                     Ok(_) => Ok(true),
                     Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
@@ -79,7 +79,7 @@ impl Elector {
                 let mine = old.holder_identity.as_deref() == Some(self.identity.as_str());
                 let transitions = old.lease_transitions.unwrap_or(0) + i32::from(!mine);
                 let acquired = if mine { old.acquire_time } else { None };
-                lease.spec = Some(serde_json::from_value(spec(transitions, acquired)).unwrap());
+                lease.spec = Some(spec(transitions, acquired));
                 // replace carries the resourceVersion read above: a racing taker gets 409.
                 match self
                     .api
@@ -178,6 +178,7 @@ impl Leadership {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn lease(holder: &str, renewed_secs_ago: i64) -> Lease {
         let now = Timestamp::now();
