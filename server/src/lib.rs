@@ -12,27 +12,25 @@
 //! - below them `http`, `shaping`, `metrics`, `access_log`, `state`, `settings`,
 //!   `shutdown`, and the I/O-free crates `skiff-http` and `skiff-codec`.
 
-pub mod access_log;
+mod access_log;
 mod admin;
-pub mod app;
-pub mod cache;
+mod app;
+mod cache;
 pub mod cli;
 mod conn;
-pub mod copy_tree;
-pub mod error;
+mod copy_tree;
+mod error;
 mod exchange;
-pub mod fs;
-pub mod http;
+mod fs;
+mod http;
 mod lifecycle;
 mod listener;
-pub mod metrics;
-pub mod reload;
-pub mod settings;
-pub mod shaping;
-pub mod shutdown;
+mod metrics;
+mod reload;
+mod settings;
+mod shaping;
+mod shutdown;
 mod state;
-pub mod static_files;
-pub mod upstream;
+mod static_files;
+mod upstream;
 
-pub use listener::CpuScheduling;
-pub use state::Shared;

@@ -28,9 +28,6 @@ impl Part {
             Part::File(f) => f.len,
         }
     }
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 #[derive(Debug, Clone, Default)]

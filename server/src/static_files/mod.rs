@@ -58,6 +58,7 @@ impl StaticFiles {
         }
     }
 
+    #[cfg(test)]
     pub fn cache(&self) -> &FileCache {
         &self.cache
     }

@@ -22,7 +22,7 @@ mod upgrade;
 
 pub use cgi::bodiless_cgi_env;
 pub use request::{BackendRequest, ClientBody, Message};
-pub use response::{error_response, Payload, ResponseHead, UpstreamResponse};
+pub use response::{Payload, ResponseHead, UpstreamResponse};
 pub use route::{Backend, BackendRoute, Forwarding};
 pub use serve::serve;
-pub use skiff_codec::{cgi_env, fastcgi, response_head, scgi, uwsgi};
+pub use skiff_codec::cgi_env;

@@ -34,15 +34,8 @@ impl Seg {
             Seg::Head(a, b) => (b - a) as u64,
             Seg::Mem(b) => b.len() as u64,
             Seg::File(f) => f.len,
-            Seg::Paced(p) => p.0.iter().map(part_len).sum(),
+            Seg::Paced(p) => p.0.iter().map(Part::len).sum(),
         }
-    }
-}
-
-fn part_len(p: &Part) -> u64 {
-    match p {
-        Part::Bytes(b) => b.len() as u64,
-        Part::File(f) => f.len,
     }
 }
 
