@@ -10,7 +10,8 @@ Usage:
               --file index.html:1795:20 --rounds 3 --seconds 4
 
 A variant is LABEL=EXTRA_FLAGS for `skiff serve`, or LABEL=config:FILE for `skiff run`
-with a config template in which {root} and {port} are replaced. A file is NAME:SIZE:CONNECTIONS; it is created in a
+with a config template in which {root} and {port} are replaced; LABEL=bin:PATH [FLAGS]
+runs another build (e.g. before and after a change). A file is NAME:SIZE:CONNECTIONS; it is created in a
 temporary root with the shared bench's payload. Requires wrk and taskset.
 """
 import argparse
@@ -39,6 +40,9 @@ PAYLOAD = b"<p>featherweight static edge benchmark payload</p>\n" * 2048
 
 def run_once(root, extra, name, conns, seconds):
     port = free_port()
+    skiff = SKIFF
+    if extra.startswith("bin:"):
+        skiff, _, extra = extra[len("bin:"):].partition(" ")
     if extra.startswith("config:"):
         # A config template with {root} and {port}: run it with `skiff run`.
         with open(extra[len("config:"):]) as f:
@@ -46,9 +50,9 @@ def run_once(root, extra, name, conns, seconds):
         conf = os.path.join(root, "..", f"ab-{port}.yaml")
         with open(conf, "w") as f:
             f.write(text)
-        cmd = ["taskset", "-c", "0", SKIFF, "run", "--config", conf]
+        cmd = ["taskset", "-c", "0", skiff, "run", "--config", conf]
     else:
-        cmd = ["taskset", "-c", "0", SKIFF, "serve", root, "--listen", f"127.0.0.1:{port}",
+        cmd = ["taskset", "-c", "0", skiff, "serve", root, "--listen", f"127.0.0.1:{port}",
                "--admin-listen", "127.0.0.1:0", "--threads", "1"] + shlex.split(extra)
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)

@@ -16,14 +16,15 @@ pub struct LogRecord<'a> {
     /// The client address as text, formatted once per connection.
     pub remote: &'a str,
     pub method: &'a str,
-    pub target: &'a str,
+    /// The request target as received (bytes: escaped when written, never re-validated).
+    pub target: &'a [u8],
     pub version: &'a str,
     pub status: u16,
     pub bytes: u64,
     pub referer: Option<&'a [u8]>,
     pub user_agent: Option<&'a [u8]>,
     pub duration_us: u64,
-    /// Time to the response head, in microseconds (JSON only).
+    /// Time to the response head, in microseconds (JSON only; see `wants_timings`).
     pub first_byte_us: u64,
     /// The virtual server that answered (JSON only).
     pub vhost: &'a str,
@@ -75,6 +76,11 @@ impl AccessLog {
         self.format != LogFormat::Off
     }
 
+    /// Only the JSON format has fields for durations: the combined one leaves them out.
+    pub fn wants_timings(&self) -> bool {
+        self.format == LogFormat::Json
+    }
+
     pub fn log(&mut self, r: &LogRecord<'_>) {
         match self.format {
             LogFormat::Off => return,
@@ -113,7 +119,7 @@ pub fn format_combined(out: &mut Vec<u8>, r: &LogRecord<'_>) {
     out.extend_from_slice(b"] \"");
     escape_apache(out, r.method.as_bytes());
     out.push(b' ');
-    escape_apache(out, r.target.as_bytes());
+    escape_apache(out, r.target);
     out.push(b' ');
     out.extend_from_slice(r.version.as_bytes());
     out.extend_from_slice(b"\" ");
@@ -141,7 +147,7 @@ pub fn format_json(out: &mut Vec<u8>, r: &LogRecord<'_>) {
     let _ = write!(out, "\",\"remote\":\"{}\",\"method\":\"", r.remote);
     escape_json(out, r.method.as_bytes());
     out.extend_from_slice(b"\",\"target\":\"");
-    escape_json(out, r.target.as_bytes());
+    escape_json(out, r.target);
     let _ = write!(
         out,
         "\",\"protocol\":\"{}\",\"status\":{},\"bytes\":{},\"duration_us\":{},\"first_byte_us\":{},\"vhost\":\"",
@@ -220,7 +226,7 @@ mod tests {
         LogRecord {
             remote: "192.0.2.7",
             method: "GET",
-            target: "/a b?\"x\"",
+            target: b"/a b?\"x\"",
             version: "HTTP/1.1",
             status: 200,
             bytes: 1795,

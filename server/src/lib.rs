@@ -33,4 +33,3 @@ mod shutdown;
 mod state;
 mod static_files;
 mod upstream;
-

@@ -60,7 +60,11 @@ impl RecordedBody {
             remote: &r.remote,
             request: RequestFields {
                 method: &r.method,
-                target: r.uri.path_and_query().map_or("/", |pq| pq.as_str()),
+                target: r
+                    .uri
+                    .path_and_query()
+                    .map_or("/", |pq| pq.as_str())
+                    .as_bytes(),
                 protocol: r.protocol,
                 referer: r.referer.as_ref().map(|v| v.as_bytes()),
                 user_agent: r.user_agent.as_ref().map(|v| v.as_bytes()),

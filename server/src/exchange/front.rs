@@ -16,6 +16,7 @@ pub fn lacks_required_host(head: &RequestHead<'_>, protocol: Protocol) -> bool {
 }
 
 /// Routes a request: the checks every protocol shares, then the configuration.
+#[inline]
 pub fn route(app: &App, head: &RequestHead<'_>, protocol: Protocol) -> Routed {
     if lacks_required_host(head, protocol) {
         return Routed::Reply {

@@ -46,7 +46,7 @@ impl Protocol {
 #[derive(Debug, Clone, Copy)]
 pub struct RequestFields<'a> {
     pub method: &'a Method,
-    pub target: &'a str,
+    pub target: &'a [u8],
     pub protocol: Protocol,
     pub referer: Option<&'a [u8]>,
     pub user_agent: Option<&'a [u8]>,
@@ -83,6 +83,7 @@ pub struct Exchange<'a> {
 impl Exchange<'_> {
     /// Writes the access-log line and updates the request metrics, on this worker's
     /// buffers (a no-op off the worker threads).
+    #[inline]
     pub fn record(&self) {
         let duration = self.ended.saturating_duration_since(self.started);
         with_worker(|w| {
@@ -96,6 +97,7 @@ impl Exchange<'_> {
                 o.cache_hit,
             );
             if w.log.enabled() {
+                let timed = w.log.wants_timings();
                 let r = &self.request;
                 w.log.log(&LogRecord {
                     remote: self.remote,
@@ -106,11 +108,17 @@ impl Exchange<'_> {
                     bytes: o.body_bytes,
                     referer: r.referer,
                     user_agent: r.user_agent,
-                    duration_us: duration.as_micros() as u64,
-                    first_byte_us: self
-                        .head_ready
-                        .saturating_duration_since(self.started)
-                        .as_micros() as u64,
+                    duration_us: if timed {
+                        duration.as_micros() as u64
+                    } else {
+                        0
+                    },
+                    first_byte_us: if timed {
+                        let head = self.head_ready.saturating_duration_since(self.started);
+                        head.as_micros() as u64
+                    } else {
+                        0
+                    },
                     vhost: o.vhost,
                     pool: o.pool,
                 });

@@ -1,34 +1,52 @@
-//! The request fields an exchange logs, kept as ranges of the read buffer.
+//! The request fields an exchange logs, kept as spans of the read buffer.
 
 use crate::exchange::{Protocol, RequestFields};
 use crate::http::request::RequestHead;
 use http::Method;
-use std::ops::Range;
 
-/// Where the logged request fields sit in the read buffer. The buffer is not compacted
-/// until every queued response is written, so they are read from there when the
-/// exchange is recorded, without copying them per request.
-#[derive(Debug, Clone)]
-pub(super) struct Logged {
-    target: Range<usize>,
-    referer: Option<Range<usize>>,
-    user_agent: Option<Range<usize>>,
+/// A span of the read buffer (which is at most `max_header_bytes` long).
+#[derive(Debug, Clone, Copy)]
+struct Span {
+    at: u32,
+    len: u32,
 }
 
-impl Logged {
-    pub fn of(buf: &[u8], head: &RequestHead<'_>) -> Logged {
-        let base = buf.as_ptr() as usize;
-        let span = |s: &[u8]| {
-            let at = s.as_ptr() as usize - base;
-            at..at + s.len()
-        };
-        Logged {
-            target: span(head.target.as_bytes()),
-            referer: head.referer.map(span),
-            user_agent: head.user_agent.map(span),
+impl Span {
+    fn of(base: usize, s: &[u8]) -> Span {
+        Span {
+            at: (s.as_ptr() as usize - base) as u32,
+            len: s.len() as u32,
         }
     }
 
+    fn in_buf(self, buf: &[u8]) -> &[u8] {
+        &buf[self.at as usize..(self.at + self.len) as usize]
+    }
+}
+
+/// Where the logged request fields sit in the read buffer. The buffer is not compacted
+/// until every queued response is written, so they are read from there when the
+/// exchange is recorded, without copying them per request. Kept small: one is queued
+/// per pipelined response.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Logged {
+    target: Span,
+    referer: Option<Span>,
+    user_agent: Option<Span>,
+}
+
+impl Logged {
+    #[inline]
+    pub fn of(buf: &[u8], head: &RequestHead<'_>) -> Logged {
+        let base = buf.as_ptr() as usize;
+        Logged {
+            target: Span::of(base, head.target.as_bytes()),
+            referer: head.referer.map(|s| Span::of(base, s)),
+            user_agent: head.user_agent.map(|s| Span::of(base, s)),
+        }
+    }
+
+    #[inline]
     pub fn fields<'b>(
         &self,
         buf: &'b [u8],
@@ -37,10 +55,10 @@ impl Logged {
     ) -> RequestFields<'b> {
         RequestFields {
             method,
-            target: std::str::from_utf8(&buf[self.target.clone()]).unwrap_or("-"),
+            target: self.target.in_buf(buf),
             protocol,
-            referer: self.referer.clone().map(|r| &buf[r]),
-            user_agent: self.user_agent.clone().map(|r| &buf[r]),
+            referer: self.referer.map(|s| s.in_buf(buf)),
+            user_agent: self.user_agent.map(|s| s.in_buf(buf)),
         }
     }
 }

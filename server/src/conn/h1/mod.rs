@@ -17,6 +17,7 @@ mod parse;
 use crate::app::Routed;
 use crate::conn::file_send::FileSendPolicy;
 use crate::exchange::{front, Exchange, Outcome, Protocol};
+use crate::http::request::RequestHead;
 use crate::shutdown::Phase;
 use crate::state::Shared;
 use backend::{BackendJob, Link};
@@ -287,14 +288,15 @@ impl Conn<'_> {
         self.start += parse::leading_empty_lines(&self.buf[self.start..self.end]);
         let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
         let data = &self.buf[self.start..self.end];
-        let req = match parse::parse(data, &mut headers, &self.shared.settings.limits) {
+        let mut head = RequestHead::default();
+        let limits = &self.shared.settings.limits;
+        let req = match parse::parse(data, &mut headers, limits, &mut head) {
             Parsed::Request(req) => req,
             Parsed::Incomplete => return Step::Incomplete,
             Parsed::Handoff => return Step::Handoff,
             Parsed::Reject(status) => return Step::Reject(status),
         };
         let parse::Request {
-            mut head,
             fields,
             minor,
             close,

@@ -192,32 +192,15 @@ impl Output {
         self.via_sendfile = 0;
     }
 
-    /// Writes the batch and forgets it.
+    /// Writes the batch and forgets it: runs of memory segments with writev, files with
+    /// sendfile or pread, paced bodies in timed chunks. One future, not one per layer:
+    /// this runs for every batch of responses.
     pub async fn write_and_clear(
         &mut self,
         stream: &TcpStream,
         policy: FileSendPolicy,
         read_chunk: &mut Vec<u8>,
     ) -> Sent {
-        let result = self.write(stream, policy, read_chunk).await;
-        let sent = Sent {
-            written: self.written,
-            via_sendfile: self.via_sendfile,
-            result,
-        };
-        self.clear();
-        sent
-    }
-
-    /// Writes everything queued: runs of memory segments with writev, files with sendfile
-    /// or pread, paced bodies in timed chunks. `written` counts what went out, also when
-    /// this fails part way.
-    async fn write(
-        &mut self,
-        stream: &TcpStream,
-        policy: FileSendPolicy,
-        read_chunk: &mut Vec<u8>,
-    ) -> io::Result<()> {
         let Output {
             head,
             segs,
@@ -227,65 +210,81 @@ impl Output {
         } = self;
         let mut i = 0;
         let mut skip = 0usize; // bytes of segs[i] already written
-        while i < segs.len() {
-            if let Seg::Paced(paced) = &segs[i] {
-                let (parts, throttle) = &**paced;
-                send_paced(stream, parts, throttle.clone()).await?;
-                *written += segs[i].wire_len();
-                i += 1;
-                continue;
-            }
-            if let Seg::File(f) = &segs[i] {
-                let sent = send_file_slice(stream, f, policy, read_chunk).await?;
-                *via_sendfile += sent.via_sendfile;
-                *written += f.len;
-                i += 1;
-                continue;
-            }
-            // Gather a run of memory segments.
-            let mut iov: [IoSlice<'_>; MAX_IOVECS] = [IoSlice::new(&[]); MAX_IOVECS];
-            let mut n_iov = 0;
-            let mut j = i;
-            let mut more_follows = false;
-            while j < segs.len() && n_iov < MAX_IOVECS {
-                let slice: &[u8] = match &segs[j] {
-                    Seg::Head(a, b) => &head[*a..*b],
-                    Seg::Mem(b) => b,
-                    Seg::File(_) | Seg::Paced(_) => {
-                        more_follows = true;
-                        break;
+        let result = 'write: {
+            while i < segs.len() {
+                if let Seg::Paced(paced) = &segs[i] {
+                    let (parts, throttle) = &**paced;
+                    if let Err(e) = send_paced(stream, parts, throttle.clone()).await {
+                        break 'write Err(e);
                     }
+                    *written += segs[i].wire_len();
+                    i += 1;
+                    continue;
+                }
+                if let Seg::File(f) = &segs[i] {
+                    match send_file_slice(stream, f, policy, read_chunk).await {
+                        Ok(sent) => *via_sendfile += sent.via_sendfile,
+                        Err(e) => break 'write Err(e),
+                    }
+                    *written += f.len;
+                    i += 1;
+                    continue;
+                }
+                // Gather a run of memory segments.
+                let mut iov: [IoSlice<'_>; MAX_IOVECS] = [IoSlice::new(&[]); MAX_IOVECS];
+                let mut n_iov = 0;
+                let mut j = i;
+                let mut more_follows = false;
+                while j < segs.len() && n_iov < MAX_IOVECS {
+                    let slice: &[u8] = match &segs[j] {
+                        Seg::Head(a, b) => &head[*a..*b],
+                        Seg::Mem(b) => b,
+                        Seg::File(_) | Seg::Paced(_) => {
+                            more_follows = true;
+                            break;
+                        }
+                    };
+                    let slice = if j == i { &slice[skip..] } else { slice };
+                    iov[n_iov] = IoSlice::new(slice);
+                    n_iov += 1;
+                    j += 1;
+                }
+                let n = match write_vectored(stream, &iov[..n_iov], more_follows).await {
+                    Ok(n) => n,
+                    Err(e) => break 'write Err(e),
                 };
-                let slice = if j == i { &slice[skip..] } else { slice };
-                iov[n_iov] = IoSlice::new(slice);
-                n_iov += 1;
-                j += 1;
-            }
-            let n = write_vectored(stream, &iov[..n_iov], more_follows).await?;
-            *written += n as u64;
-            // Advance over what was written.
-            let mut left = n;
-            while left > 0 {
-                let len = segs[i].wire_len() as usize - skip;
-                if left >= len {
-                    left -= len;
+                *written += n as u64;
+                // Advance over what was written.
+                let mut left = n;
+                while left > 0 {
+                    let len = segs[i].wire_len() as usize - skip;
+                    if left >= len {
+                        left -= len;
+                        i += 1;
+                        skip = 0;
+                    } else {
+                        skip += left;
+                        left = 0;
+                    }
+                }
+                // Skip empty memory segments (e.g. an empty body).
+                while i < segs.len()
+                    && !matches!(segs[i], Seg::File(_) | Seg::Paced(_))
+                    && segs[i].wire_len() as usize == skip
+                {
                     i += 1;
                     skip = 0;
-                } else {
-                    skip += left;
-                    left = 0;
                 }
             }
-            // Skip empty memory segments (e.g. an empty body).
-            while i < segs.len()
-                && !matches!(segs[i], Seg::File(_) | Seg::Paced(_))
-                && segs[i].wire_len() as usize == skip
-            {
-                i += 1;
-                skip = 0;
-            }
-        }
-        Ok(())
+            Ok(())
+        };
+        let sent = Sent {
+            written: *written,
+            via_sendfile: *via_sendfile,
+            result,
+        };
+        self.clear();
+        sent
     }
 }
 

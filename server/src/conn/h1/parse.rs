@@ -8,9 +8,9 @@ use http::{Method, StatusCode};
 pub(super) const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 pub(super) const MAX_HEADERS: usize = 100;
 
-/// A request head the fast path serves: GET, HEAD or OPTIONS, without a body.
+/// A request head the fast path serves: GET, HEAD or OPTIONS, without a body. The
+/// handler's view of it is filled into the caller's `RequestHead`.
 pub(super) struct Request<'a> {
-    pub head: RequestHead<'a>,
     /// The header fields as httparse saw them (for a backend's CGI environment).
     pub fields: &'a [httparse::Header<'a>],
     /// 0 for HTTP/1.0, 1 for HTTP/1.1.
@@ -22,8 +22,6 @@ pub(super) struct Request<'a> {
     pub consumed: usize,
 }
 
-// Returned once per request and never stored: boxing would add an allocation per request.
-#[allow(clippy::large_enum_variant)]
 pub(super) enum Parsed<'a> {
     Request(Request<'a>),
     /// More bytes are needed.
@@ -42,11 +40,14 @@ pub(super) fn leading_empty_lines(data: &[u8]) -> usize {
         .unwrap_or(data.len())
 }
 
-/// Parses the request head at the start of `data` (no leading empty lines).
+/// Parses the request head at the start of `data` (no leading empty lines) into `head`,
+/// which the caller owns so that its few hundred bytes are written in place, not copied
+/// out (measured with callgrind).
 pub(super) fn parse<'a>(
     data: &'a [u8],
     headers: &'a mut [httparse::Header<'a>; MAX_HEADERS],
     limits: &ConnLimits,
+    head: &mut RequestHead<'a>,
 ) -> Parsed<'a> {
     if data.is_empty() || (data.len() < H2_PREFACE.len() && H2_PREFACE.starts_with(data)) {
         return Parsed::Incomplete;
@@ -89,11 +90,8 @@ pub(super) fn parse<'a>(
         // Other methods may carry bodies and will be routed to backends: hyper's job.
         _ => return Parsed::Handoff,
     };
-    let mut head = RequestHead {
-        method,
-        target,
-        ..Default::default()
-    };
+    head.method = method;
+    head.target = target;
     let (path, query) = RequestHead::split_target(target);
     head.path = path;
     head.query = query;
@@ -126,7 +124,6 @@ pub(super) fn parse<'a>(
     }
     head.headers = HeaderSource::H1(fields);
     Parsed::Request(Request {
-        head,
         fields,
         minor,
         close,
@@ -151,14 +148,15 @@ mod tests {
 
     fn outcome(data: &[u8]) -> String {
         let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-        match parse(data, &mut headers, &limits()) {
+        let mut head = RequestHead::default();
+        match parse(data, &mut headers, &limits(), &mut head) {
             Parsed::Request(r) => format!(
                 "{} {} 1.{} close={} host={:?} consumed={}",
-                r.head.method,
-                r.head.target,
+                head.method,
+                head.target,
                 r.minor,
                 r.close,
-                r.head.host.map(|h| String::from_utf8_lossy(h).into_owned()),
+                head.host.map(|h| String::from_utf8_lossy(h).into_owned()),
                 r.consumed
             ),
             Parsed::Incomplete => "incomplete".into(),
