@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
-"""Fails when the server's modules import each other in a cycle.
+"""Fails when the server's modules import each other in a cycle, or a layer imports one
+above it.
 
 Each source file of a crate is a module. A file depends on another when it names a path
 into it (`crate::a::b`, `super::x`, `self::y`, `child::z`, or a `use` of those); a path through a
 `mod.rs` that re-exports an item (`pub use child::Item`) counts as a dependency on the
 child that defines it. Declaring a child module (`mod x;`) is not a dependency, and test
 modules (`#[cfg(test)] mod ... { }`) are left out. Cycles are found with Tarjan's
-algorithm and printed file by file.
+algorithm and printed file by file. For the `skiff` crate, every top-level module also has
+a layer (LAYERS, as ARCHITECTURE.md draws them): a module may use its own layer and those
+below, never one above.
 
 Usage: check-module-cycles.py [CRATE_SRC_DIR ...]   (default: the server's crates)
 """
@@ -15,6 +18,23 @@ import re
 import sys
 
 DEFAULT_SRC = ["server/src", "server/http/src", "server/codec/src", "server/config/src"]
+
+# The skiff crate's layers, top to bottom (ARCHITECTURE.md).
+LAYERS = {
+    "server/src": [
+        ["cli"],
+        ["lifecycle"],
+        ["admin", "reload"],
+        ["listener"],
+        ["conn"],
+        ["exchange"],
+        ["state"],
+        ["app"],
+        ["static_files", "upstream"],
+        ["http", "shaping", "metrics", "access_log", "settings", "shutdown", "error", "cache",
+         "fs", "copy_tree"],
+    ],
+}
 PATH_RE = re.compile(r"\b(crate|super|self)((?:::[A-Za-z_][A-Za-z0-9_]*)+)")
 USE_GROUP_RE = re.compile(r"\buse\s+((?:crate|super|self)(?:::[A-Za-z_][A-Za-z0-9_]*)*)::\{([^;]*)\};", re.S)
 REEXPORT_RE = re.compile(r"\bpub(?:\([^)]*\))?\s+use\s+(?:self::)?([a-z_][a-z0-9_]*)::([^;]+);", re.S)
@@ -162,6 +182,26 @@ def cycles(edges):
     return out
 
 
+def layer_violations(src, mods, edges):
+    """Edges from a top-level module to one in a higher layer (or in no layer)."""
+    layers = LAYERS.get(src)
+    if not layers:
+        return []
+    rank = {m: len(layers) - i for i, names in enumerate(layers) for m in names}
+    out = []
+    for mod, deps in edges.items():
+        if not mod:
+            continue
+        if mod[0] not in rank:
+            out.append(f"{src}: module {mod[0]} is in no layer: add it to LAYERS")
+            continue
+        for dep in deps:
+            if dep and dep[0] != mod[0] and rank.get(dep[0], 0) > rank[mod[0]]:
+                out.append(f"{src}: {'::'.join(mod)} (layer of {mod[0]}) uses "
+                           f"{'::'.join(dep)}, a layer above it")
+    return sorted(set(out))
+
+
 def main():
     srcs = sys.argv[1:] or DEFAULT_SRC
     failed = False
@@ -169,7 +209,11 @@ def main():
         mods = module_files(src)
         texts = {p: strip_tests_and_comments(open(p).read()) for p in mods.values()}
         table = reexports(mods, texts)
-        found = cycles(edges_of(mods, table, texts))
+        edges = edges_of(mods, table, texts)
+        for v in layer_violations(src, mods, edges):
+            failed = True
+            print(v)
+        found = cycles(edges)
         for comp in found:
             failed = True
             names = sorted("::".join(m) or "(crate root)" for m in comp)
@@ -179,7 +223,8 @@ def main():
                 deps = sorted("::".join(d) for d in edges_of(mods, table, texts)[m] if d in comp_set)
                 print(f"  {'::'.join(m) or '(crate root)'} -> {', '.join(deps)}")
         if not found:
-            print(f"{src}: {len(mods)} modules, no import cycle")
+            print(f"{src}: {len(mods)} modules, no import cycle"
+                  + (", layers respected" if src in LAYERS and not failed else ""))
     return 1 if failed else 0
 
 

@@ -101,7 +101,7 @@ pub struct TuningArgs {
         default_value = "batch",
         env = "SKIFF_CPU_SCHEDULING"
     )]
-    pub cpu_scheduling: crate::listener::CpuScheduling,
+    pub cpu_scheduling: crate::settings::CpuScheduling,
 }
 
 #[derive(Debug, Args)]

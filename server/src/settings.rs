@@ -49,5 +49,15 @@ pub struct Settings {
     /// In-flight responses get this long to finish before the process exits anyway.
     pub shutdown_grace: Duration,
     /// The serving threads' CPU scheduling policy (server/scheduling.rs says why batch).
-    pub cpu_scheduling: crate::listener::CpuScheduling,
+    pub cpu_scheduling: CpuScheduling,
+}
+
+/// The CPU scheduling policy for serving threads (applied by `listener::scheduling`), chosen with `--cpu-scheduling` (`SKIFF_CPU_SCHEDULING`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum CpuScheduling {
+    /// SCHED_BATCH: no wake-up preemption; events are handled in batches under contention.
+    #[default]
+    Batch,
+    /// SCHED_OTHER, the kernel's default: every wake-up may preempt the running task.
+    Normal,
 }

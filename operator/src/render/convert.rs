@@ -1,65 +1,11 @@
 //! The CRD's types turned into the server config's, field by field: a field renamed or
 //! retyped on either side is a compile error here, not a key the server silently ignores.
-//! Settings the CRD does not expose keep the config crate's own defaults ([`defaults`]).
+//! Settings the CRD does not expose keep the config crate's own defaults (its
+//! constructors and `default_*` functions, the ones its parser uses).
 
 use super::AUTH_DIR;
 use crate::crd;
 use skiff_config as config;
-use std::sync::LazyLock;
-
-/// The config crate's defaults for what the CRD leaves out, read through the crate's own
-/// parser (its default functions are private), so they are never copied here.
-pub(super) struct Defaults {
-    pub virtual_server: config::VirtualServer,
-    pub pool: config::Pool,
-    pub cors_methods: Vec<String>,
-    pub deny_status: u16,
-    pub access_status: u16,
-    pub return_content_type: String,
-}
-
-/// A config with one of each thing whose defaults the renderer needs.
-const DEFAULTS_DOCUMENT: &str = r#"
-virtual_servers:
-  - name: d
-    root: /
-    rules:
-      - action: {return: {status: 200}}
-      - action: {deny: {}}
-        access: {}
-        cors: {allow_origins: ["*"]}
-pools:
-  - {name: d, protocol: http, endpoints: []}
-"#;
-
-pub(super) fn defaults() -> &'static Defaults {
-    static DEFAULTS: LazyLock<Defaults> = LazyLock::new(|| {
-        let cfg: config::Config =
-            serde_saphyr::from_str(DEFAULTS_DOCUMENT).expect("the defaults document parses");
-        let vs = cfg.virtual_servers[0].clone();
-        let content_type = match &vs.rules[0].action {
-            config::Action::Return { content_type, .. } => content_type.clone(),
-            other => unreachable!("{other:?}"),
-        };
-        let deny_status = match &vs.rules[1].action {
-            config::Action::Deny { status } => *status,
-            other => unreachable!("{other:?}"),
-        };
-        let rule = &vs.rules[1];
-        Defaults {
-            cors_methods: rule.cors.as_ref().unwrap().allow_methods.clone(),
-            access_status: rule.access.as_ref().unwrap().status,
-            deny_status,
-            return_content_type: content_type,
-            virtual_server: config::VirtualServer {
-                rules: vec![],
-                ..vs
-            },
-            pool: cfg.pools[0].clone(),
-        }
-    });
-    &DEFAULTS
-}
 
 impl From<crd::LogFormat> for config::AccessLogFormat {
     fn from(f: crd::LogFormat) -> Self {
@@ -167,7 +113,6 @@ impl From<&crd::CgiRef> for config::CgiTarget {
 
 impl From<&crd::RuleAction> for config::Action {
     fn from(a: &crd::RuleAction) -> Self {
-        let d = defaults();
         if a.static_files.is_some() {
             config::Action::Static {}
         } else if let Some(r) = &a.redirect {
@@ -179,11 +124,11 @@ impl From<&crd::RuleAction> for config::Action {
             config::Action::Return {
                 status: r.status,
                 body: r.body.clone(),
-                content_type: d.return_content_type.clone(),
+                content_type: config::default_return_type(),
             }
         } else if let Some(x) = &a.deny {
             config::Action::Deny {
-                status: x.status.unwrap_or(d.deny_status),
+                status: x.status.unwrap_or_else(config::default_deny_status),
             }
         } else if let Some(p) = &a.proxy {
             config::Action::Proxy(p.into())
@@ -199,7 +144,7 @@ impl From<&crd::RuleAction> for config::Action {
             config::Action::Return {
                 status: 500,
                 body: "rule without action\n".into(),
-                content_type: d.return_content_type.clone(),
+                content_type: config::default_return_type(),
             }
         }
     }
@@ -230,7 +175,7 @@ impl From<&crd::Cors> for config::Cors {
         config::Cors {
             allow_origins: c.allow_origins.clone(),
             allow_methods: if c.allow_methods.is_empty() {
-                defaults().cors_methods.clone()
+                config::default_cors_methods()
             } else {
                 c.allow_methods.clone()
             },
@@ -257,7 +202,7 @@ impl From<&crd::Access> for config::AccessList {
         config::AccessList {
             allow: a.allow.clone(),
             deny: a.deny.clone(),
-            status: defaults().access_status,
+            status: config::default_deny_status(),
         }
     }
 }

@@ -65,7 +65,7 @@ fn config_model(vs: &VirtualServer) -> Result<config::Config, Invalid> {
         root: SITE_ROOT.into(),
         compression: spec.compression.as_ref().map(Into::into),
         rules: spec.rules.iter().map(Into::into).collect(),
-        ..convert::defaults().virtual_server.clone()
+        ..config::VirtualServer::new(name.clone(), SITE_ROOT)
     };
     Ok(config::Config {
         listen: format!("0.0.0.0:{HTTP_PORT}"),
@@ -118,10 +118,5 @@ fn pool(p: &Pool, vs_name: &str, ns: &str) -> config::Pool {
             }
         }
     };
-    config::Pool {
-        name: p.name.clone(),
-        protocol: p.protocol.into(),
-        endpoints,
-        ..convert::defaults().pool.clone()
-    }
+    config::Pool::new(p.name.clone(), p.protocol.into(), endpoints)
 }

@@ -95,15 +95,44 @@ fn the_servers_validator_rejects_what_the_crd_schema_cannot_see() {
     assert!(e.0.contains("regex"), "{e}");
 }
 
-/// The config crate's defaults the renderer fills in are the crate's own, read through it.
+/// What the CRD leaves out keeps the config crate's defaults (its constructors and
+/// `default_*` functions, which its own tests hold to what its parser fills in).
 #[test]
 fn unexposed_settings_keep_the_config_crates_defaults() {
-    let d = convert::defaults();
-    assert_eq!(d.cors_methods, ["GET", "HEAD", "POST"]);
-    assert_eq!((d.deny_status, d.access_status), (403, 403));
-    assert_eq!(d.return_content_type, "text/plain; charset=utf-8");
-    assert_eq!(d.virtual_server.index, ["index.html", "index.htm"]);
-    assert_eq!(d.pool.balance, config::Balance::RoundRobin);
+    let cfg = server_config(&vs(json!({
+        "hosts": ["a.example"], "content": { "configMap": "s" },
+        "rules": [
+            { "match": { "prefix": "/d/" }, "action": { "deny": {} },
+              "cors": { "allowOrigins": ["*"] }, "access": { "deny": ["10.0.0.0/8"] } },
+            { "match": { "prefix": "/r/" }, "action": { "respond": { "status": 200, "body": "x" } } }
+        ],
+        "pools": [{ "name": "php", "protocol": "fastcgi", "endpoints": ["127.0.0.1:9000"] }]
+    })))
+    .unwrap();
+    let cfg = skiff_config::parse_yaml(&cfg.yaml).unwrap();
+    let rules = &cfg.virtual_servers[0].rules;
+    assert_eq!(rules[0].action, config::Action::Deny { status: 403 });
+    assert_eq!(rules[0].access.as_ref().unwrap().status, 403);
+    assert_eq!(
+        rules[0].cors.as_ref().unwrap().allow_methods,
+        ["GET", "HEAD", "POST"]
+    );
+    match &rules[1].action {
+        config::Action::Return { content_type, .. } => {
+            assert_eq!(content_type, "text/plain; charset=utf-8")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(cfg.virtual_servers[0].index, ["index.html", "index.htm"]);
+    let pool = &cfg.pools[0];
+    assert_eq!(pool.balance, config::Balance::RoundRobin);
+    assert_eq!(
+        (pool.max_fails, pool.max_active_requests),
+        (
+            config::Pool::new("x", config::PoolProtocol::Http, vec![]).max_fails,
+            config::Pool::new("x", config::PoolProtocol::Http, vec![]).max_active_requests
+        )
+    );
 }
 
 /// Every kind of action and per-rule setting, written and read back through the server's

@@ -202,3 +202,43 @@ fn config_parser_survives_mutated_yaml() {
         }
     }
 }
+
+#[test]
+fn constructed_models_match_what_the_parser_fills_in() {
+    let cfg = parse_yaml(
+        "virtual_servers:\n  - {name: v, hosts: [a.example], root: /srv, rules: [{action: {deny: {}}, access: {deny: [10.0.0.0/8]}, cors: {allow_origins: ['*']}}, {action: {return: {status: 200}}}]}\npools:\n  - {name: p, protocol: fastcgi, endpoints: ['127.0.0.1:9000']}\n",
+    )
+    .unwrap();
+    let parsed_vs = VirtualServer {
+        rules: vec![],
+        ..cfg.virtual_servers[0].clone()
+    };
+    let built = VirtualServer {
+        hosts: vec!["a.example".into()],
+        ..VirtualServer::new("v", "/srv")
+    };
+    assert_eq!(built, parsed_vs);
+    assert_eq!(
+        Pool::new("p", PoolProtocol::Fastcgi, vec!["127.0.0.1:9000".into()]),
+        cfg.pools[0]
+    );
+    let rules = &cfg.virtual_servers[0].rules;
+    assert_eq!(
+        rules[0].action,
+        Action::Deny {
+            status: default_deny_status()
+        }
+    );
+    assert_eq!(
+        rules[0].access.as_ref().unwrap().status,
+        default_deny_status()
+    );
+    assert_eq!(
+        rules[0].cors.as_ref().unwrap().allow_methods,
+        default_cors_methods()
+    );
+    match &rules[1].action {
+        Action::Return { content_type, .. } => assert_eq!(*content_type, default_return_type()),
+        other => panic!("{other:?}"),
+    }
+}

@@ -47,17 +47,19 @@ impl FileSendPolicy {
     }
 }
 
+/// Sends a file region; `sent` counts what went out, also when this fails part way.
 pub async fn send_file_slice(
     stream: &TcpStream,
     f: &FileSlice,
     policy: FileSendPolicy,
     chunk: &mut Vec<u8>,
-) -> io::Result<Sent> {
+    sent: &mut Sent,
+) -> io::Result<()> {
     if policy.cork {
         // Full segments only while the body streams (nginx's tcp_nopush); uncorked after.
         let _ = rustix::net::sockopt::set_tcp_cork(stream, true);
     }
-    let r = send_file_slice_inner(stream, f, policy, chunk).await;
+    let r = send_file_slice_inner(stream, f, policy, chunk, sent).await;
     if policy.cork {
         let _ = rustix::net::sockopt::set_tcp_cork(stream, false);
     }
@@ -69,10 +71,10 @@ async fn send_file_slice_inner(
     f: &FileSlice,
     policy: FileSendPolicy,
     chunk: &mut Vec<u8>,
-) -> io::Result<Sent> {
+    sent: &mut Sent,
+) -> io::Result<()> {
     let sendfile_min_bytes = policy.sendfile_min_bytes;
     let chunk_size = policy.read_chunk_bytes;
-    let mut sent = Sent::default();
     let end = f.offset + f.len;
     let mut off = f.offset;
     let below_max = policy.sendfile_max_bytes == 0 || f.len < policy.sendfile_max_bytes;
@@ -94,7 +96,7 @@ async fn send_file_slice_inner(
                 Err(e) => return Err(e),
             }
         }
-        return Ok(sent);
+        return Ok(());
     }
     // The buffer lives for this transfer only, so idle connections hold no big buffers.
     let want_buf = chunk_size.min(f.len as usize).max(1);
@@ -124,15 +126,17 @@ async fn send_file_slice_inner(
     if chunk.len() > 64 * 1024 {
         *chunk = Vec::new();
     }
-    Ok(sent)
+    Ok(())
 }
 
 /// Writes a body under bandwidth limits: chunks of about 1/20 s, each after the wait the
 /// pacer asks for. File parts are read with pread (sendfile cannot be paced).
+/// Sends a body in timed chunks; `sent` counts what went out, also when this fails.
 pub async fn send_paced(
     stream: &TcpStream,
     parts: &[Part],
     throttle: std::sync::Arc<Throttle>,
+    sent: &mut u64,
 ) -> io::Result<()> {
     let mut pacer = Pacer::new(throttle);
     let chunk = pacer.chunk_size();
@@ -143,6 +147,7 @@ pub async fn send_paced(
                 for piece in b.chunks(chunk) {
                     pace(&mut pacer, piece.len()).await;
                     write_all(stream, piece).await?;
+                    *sent += piece.len() as u64;
                 }
             }
             Part::File(f) => {
@@ -157,6 +162,7 @@ pub async fn send_paced(
                     }
                     pace(&mut pacer, n).await;
                     write_all(stream, &buf[..n]).await?;
+                    *sent += n as u64;
                     off += n as u64;
                 }
             }

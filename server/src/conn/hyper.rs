@@ -112,6 +112,7 @@ async fn handle(
                 message: Message::Http(Request::from_parts(parts, ClientBody::Hyper(body))),
             };
             let resp = upstream::serve(request, &shared.metrics).await;
+            let head_ready = Instant::now();
             let outcome = Outcome {
                 vhost,
                 status: resp.status.as_u16(),
@@ -120,7 +121,7 @@ async fn handle(
                 pool: Some(route.backend.pool.name),
             };
             let resp = resp.into_hyper();
-            return resp.map(|body| RecordedBody::new(body, meta, outcome));
+            return resp.map(|body| RecordedBody::new(body, meta, outcome, head_ready));
         }
     };
     let head_only = head.method == Method::HEAD;
@@ -133,7 +134,10 @@ async fn handle(
     };
     // HTTP/2 frames bodies itself; 256 KiB reads keep memory per stream modest.
     let chunk = shared.settings.read_chunk_bytes.min(256 * 1024);
-    into_response(reply, head_only, chunk).map(|b| RecordedBody::new(b.boxed(), meta, outcome))
+    // A reply built in place has its head at once, as on the fast path.
+    let head_ready = meta.started;
+    into_response(reply, head_only, chunk)
+        .map(|b| RecordedBody::new(b.boxed(), meta, outcome, head_ready))
 }
 
 /// The handler's view of a hyper request.

@@ -1,6 +1,7 @@
 //! A response body for hyper that records its exchange when it ends: when its last frame
 //! has been taken, when it fails, or when hyper drops it (a client that went away, a HEAD
-//! or bodiless reply), with the body bytes hyper actually took.
+//! or bodiless reply), with the body bytes hyper took (hyper writes them to the socket
+//! right after; the fast path counts the bytes its own writes returned).
 
 use crate::exchange::{Exchange, Outcome, Protocol, RequestFields};
 use crate::http::BoxedBody;
@@ -38,14 +39,19 @@ pub(super) struct RecordedBody {
 }
 
 impl RecordedBody {
-    /// `outcome.body_bytes` is filled in as the body goes out.
-    pub fn new(inner: BoxedBody, request: RequestMeta, outcome: Outcome) -> RecordedBody {
+    /// `outcome.body_bytes` is filled in as hyper takes the body.
+    pub fn new(
+        inner: BoxedBody,
+        request: RequestMeta,
+        outcome: Outcome,
+        head_ready: Instant,
+    ) -> RecordedBody {
         RecordedBody {
             inner,
             pending: Some(Box::new(Pending {
                 request,
                 outcome,
-                head_ready: Instant::now(),
+                head_ready,
             })),
             sent: 0,
         }

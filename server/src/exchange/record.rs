@@ -58,7 +58,9 @@ pub struct Outcome {
     /// The virtual server that answered (a configured name, or "unknown").
     pub vhost: &'static str,
     pub status: u16,
-    /// Body bytes actually handed to the connection (0 for HEAD and bodiless replies).
+    /// Body bytes handed to the connection: written to the socket on the fast path, taken
+    /// by hyper on the hyper path; also when the connection failed part way (0 for HEAD
+    /// and bodiless replies).
     pub body_bytes: u64,
     /// `Some(hit)` when the reply came from the I/O cache's view of a file.
     pub cache_hit: Option<bool>,
@@ -73,10 +75,11 @@ pub struct Exchange<'a> {
     pub outcome: Outcome,
     /// When the request head was complete.
     pub started: Instant,
-    /// When the response head was ready to go: at once for replies built in place, when
-    /// the backend's head arrived for a pool.
+    /// When the response head was ready to go: `started` for replies built in place (a
+    /// file, a redirect; on every path), when the backend's head arrived for a pool.
     pub head_ready: Instant,
-    /// When the last body byte was handed to the connection (or the exchange ended).
+    /// When the last body byte was handed to the connection (or the exchange ended). A
+    /// pipelined batch on the fast path ends together, with its last write.
     pub ended: Instant,
 }
 

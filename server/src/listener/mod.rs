@@ -3,8 +3,7 @@
 //! wakeups on the hot path, and `--threads 1` really serves on one thread. Accepted
 //! connections go to the connection layer (`conn`); nothing below imports this module.
 
-pub mod scheduling;
+mod scheduling;
 mod worker;
 
-pub use scheduling::CpuScheduling;
 pub use worker::run;

@@ -19,17 +19,8 @@
 // them out); both take plain values and a pointer to a local.
 #![allow(unsafe_code)]
 
+use crate::settings::CpuScheduling;
 use std::io;
-
-/// The policy for serving threads, chosen with `--cpu-scheduling` (`SKIFF_CPU_SCHEDULING`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-pub enum CpuScheduling {
-    /// SCHED_BATCH: no wake-up preemption; events are handled in batches under contention.
-    #[default]
-    Batch,
-    /// SCHED_OTHER, the kernel's default: every wake-up may preempt the running task.
-    Normal,
-}
 
 impl CpuScheduling {
     fn policy(self) -> libc::c_int {

@@ -40,7 +40,7 @@ pub async fn serve(req: BackendRequest<'_>, metrics: &Arc<Metrics>) -> UpstreamR
         return error_response(StatusCode::PAYLOAD_TOO_LARGE);
     }
     let handles = pool.metrics.get_or_init(|| metrics.pool(pool.name));
-    handles.active.inc();
+    let active = InFlight::new(&handles.active);
     let start = Instant::now();
     let result = match (&route.backend.forwarding, message) {
         (Forwarding::Http { host }, Message::Http(req)) => {
@@ -57,7 +57,7 @@ pub async fn serve(req: BackendRequest<'_>, metrics: &Arc<Metrics>) -> UpstreamR
             String::new(),
         )),
     };
-    handles.active.dec();
+    drop(active);
     let resp = match result {
         Ok(resp) => resp,
         Err((failure, endpoint)) => {
@@ -91,5 +91,22 @@ pub async fn serve(req: BackendRequest<'_>, metrics: &Arc<Metrics>) -> UpstreamR
             ),
             ..resp
         },
+    }
+}
+
+/// One request in `skiff_upstream_active_requests`, until dropped: also when the client
+/// leaves and the request's future is dropped mid-exchange.
+struct InFlight<'g>(&'g prometheus_client::metrics::gauge::Gauge);
+
+impl<'g> InFlight<'g> {
+    fn new(gauge: &'g prometheus_client::metrics::gauge::Gauge) -> InFlight<'g> {
+        gauge.inc();
+        InFlight(gauge)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.dec();
     }
 }

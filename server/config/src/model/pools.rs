@@ -48,6 +48,26 @@ pub struct Pool {
     pub keepalive: usize,
 }
 
+impl Pool {
+    /// A pool with every optional field at the default the parser gives it.
+    pub fn new(name: impl Into<String>, protocol: PoolProtocol, endpoints: Vec<String>) -> Pool {
+        Pool {
+            name: name.into(),
+            protocol,
+            endpoints,
+            balance: Balance::default(),
+            max_fails: default_max_fails(),
+            fail_timeout: default_fail_timeout(),
+            connect_timeout: default_connect_timeout(),
+            read_timeout: default_read_timeout(),
+            send_timeout: default_read_timeout(),
+            max_body_size: default_max_body_size(),
+            max_active_requests: default_max_active(),
+            keepalive: 0,
+        }
+    }
+}
+
 /// Endpoint choice.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]

@@ -131,10 +131,12 @@ pub enum Action {
 fn default_redirect_status() -> u16 {
     302
 }
-fn default_deny_status() -> u16 {
+/// The status of `deny` and of a refused access list, when none is given.
+pub fn default_deny_status() -> u16 {
     403
 }
-fn default_return_type() -> String {
+/// The Content-Type of a `return` action's body, when none is given.
+pub fn default_return_type() -> String {
     "text/plain; charset=utf-8".into()
 }
 
@@ -229,7 +231,8 @@ pub struct Cors {
     pub max_age: Option<u64>,
 }
 
-fn default_cors_methods() -> Vec<String> {
+/// The methods CORS allows, when none are given.
+pub fn default_cors_methods() -> Vec<String> {
     vec!["GET".into(), "HEAD".into(), "POST".into()]
 }
 

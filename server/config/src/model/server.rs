@@ -240,6 +240,26 @@ pub struct VirtualServer {
     pub rules: Vec<Rule>,
 }
 
+impl VirtualServer {
+    /// A virtual server with every optional field at the default the parser gives it.
+    pub fn new(name: impl Into<String>, root: impl Into<String>) -> VirtualServer {
+        VirtualServer {
+            name: name.into(),
+            hosts: vec![],
+            default: false,
+            root: root.into(),
+            index: default_index(),
+            listing: false,
+            hidden_files: false,
+            follow_symlinks_outside_root: false,
+            error_pages: BTreeMap::new(),
+            bandwidth: None,
+            compression: None,
+            rules: vec![],
+        }
+    }
+}
+
 /// On-the-fly compression. Each file version is compressed once per coding and kept in the
 /// I/O cache; files above the cache's `max_file_size` are sent as they are.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -6,6 +6,7 @@
 use super::encode::{self, Framing};
 use super::logged::Logged;
 use super::output::Output;
+use super::socket;
 use crate::conn::file_send::FileSendPolicy;
 use crate::exchange::{front, Exchange, Outcome, Protocol};
 use crate::http::request::RequestHead;
@@ -20,7 +21,6 @@ use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
-use tokio::io::Interest;
 use tokio::net::TcpStream;
 
 /// A pool request taken off the buffer, owning what it needs.
@@ -114,7 +114,9 @@ pub(super) struct Client<'c> {
 }
 
 /// Runs a pool request and writes its response. Returns whether the connection stays
-/// open, and when the exchange ended; it is recorded whatever happens to the connection.
+/// open, and when the exchange ended. Once the backend has answered, the exchange is
+/// recorded whatever happens to the connection; a client that leaves before that
+/// cancels it unrecorded (as on the hyper path, whose request future is then dropped).
 pub(super) async fn serve(
     mut link: Link<'_>,
     client: Client<'_>,
@@ -147,7 +149,7 @@ pub(super) async fn serve(
     };
     let resp = tokio::select! {
         resp = upstream::serve(request, &link.shared.metrics) => resp,
-        () = client_gone(link.stream) => return (Ok(false), Instant::now()),
+        () = socket::client_gone(link.stream) => return (Ok(false), Instant::now()),
     };
     let head_ready = Instant::now();
     let status = resp.status.as_u16();
@@ -214,6 +216,7 @@ impl Link<'_> {
         let framing = Framing::of(resp.status, head_only, exact, minor);
         let close =
             close || framing == Framing::Close || front::closes_connections(&self.shared.shutdown);
+        let from = self.out.head.len();
         encode::upstream_head(
             &mut self.out.head,
             resp.status,
@@ -222,7 +225,7 @@ impl Link<'_> {
             close,
             minor,
         );
-        self.out.push_head_appended(0);
+        self.out.push_head_appended(from);
         let mut complete = true;
         match resp.payload {
             _ if head_only || framing == Framing::Bodiless => {
@@ -252,9 +255,10 @@ impl Link<'_> {
                             let len = data.len() as u64;
                             if framing == Framing::Chunked {
                                 let h = &mut self.out.head;
+                                let from = h.len();
                                 encode::push_hex(h, data.len());
                                 h.extend_from_slice(b"\r\n");
-                                self.out.push_head_appended(0);
+                                self.out.push_head_appended(from);
                                 self.out.push_bytes(data);
                                 self.out.push_bytes(Bytes::from_static(b"\r\n"));
                             } else {
@@ -279,27 +283,5 @@ impl Link<'_> {
             }
         }
         Ok(complete && !close)
-    }
-}
-
-/// Resolves when the client has closed its side (EOF or reset) while a backend works.
-/// Bytes it sends meanwhile (a pipelined request) are left for later, and then there is
-/// nothing more to learn here, so it stops watching.
-async fn client_gone(stream: &TcpStream) {
-    let mut probe = [0u8; 1];
-    loop {
-        if stream.readable().await.is_err() {
-            return;
-        }
-        match stream.try_io(Interest::READABLE, || {
-            rustix::net::recv(stream, &mut probe, rustix::net::RecvFlags::PEEK)
-                .map(|(n, _)| n)
-                .map_err(io::Error::from)
-        }) {
-            Ok(0) => return,
-            Ok(_) => return std::future::pending().await,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-            Err(_) => return,
-        }
     }
 }

@@ -4,7 +4,8 @@ use crate::exchange::{Protocol, RequestFields};
 use crate::http::request::RequestHead;
 use http::Method;
 
-/// A span of the read buffer (which is at most `max_header_bytes` long).
+/// A span of the read buffer (which is `max_header_bytes` long: far below 4 GiB, but a
+/// span that does not fit reads back as "-" rather than as other bytes).
 #[derive(Debug, Clone, Copy)]
 struct Span {
     at: u32,
@@ -13,14 +14,19 @@ struct Span {
 
 impl Span {
     fn of(base: usize, s: &[u8]) -> Span {
-        Span {
-            at: (s.as_ptr() as usize - base) as u32,
-            len: s.len() as u32,
+        let at = s.as_ptr() as usize - base;
+        match (u32::try_from(at), u32::try_from(s.len())) {
+            (Ok(at), Ok(len)) if at.checked_add(len).is_some() => Span { at, len },
+            _ => Span {
+                at: u32::MAX,
+                len: 0,
+            },
         }
     }
 
     fn in_buf(self, buf: &[u8]) -> &[u8] {
-        &buf[self.at as usize..(self.at + self.len) as usize]
+        let (at, end) = (self.at as usize, (self.at as usize) + self.len as usize);
+        buf.get(at..end).unwrap_or(b"-")
     }
 }
 

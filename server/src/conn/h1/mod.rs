@@ -13,6 +13,7 @@ mod encode;
 mod logged;
 mod output;
 mod parse;
+mod socket;
 
 use crate::app::Routed;
 use crate::conn::file_send::FileSendPolicy;
@@ -26,11 +27,11 @@ use http::{Method, StatusCode};
 use logged::Logged;
 use output::{BodySpan, Output, MAX_QUEUED_BYTES};
 use parse::{Parsed, MAX_HEADERS};
+use socket::ReadResult;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
-use tokio::io::Interest;
 use tokio::net::TcpStream;
 use tokio::time::Sleep;
 
@@ -117,12 +118,6 @@ pub(super) async fn serve(
             Ended::Closed
         }
     }
-}
-
-enum ReadResult {
-    Data,
-    Eof,
-    WouldBlock,
 }
 
 impl Conn<'_> {
@@ -236,11 +231,11 @@ impl Conn<'_> {
         }
     }
 
-    /// Reads what the socket has. A short read means the kernel buffer was drained, so
-    /// readiness is cleared right away instead of by a second read that would return EAGAIN.
+    /// Reads what the socket has into the buffer, compacting it first when full.
     fn read_some(&mut self) -> io::Result<ReadResult> {
-        // Queued responses' logged fields point into the buffer: it moves only after them.
-        debug_assert!(self.pending.is_empty());
+        // Queued responses' logged fields point into the buffer: it moves only after they
+        // are recorded. Checked in release builds too: it is one comparison per read.
+        assert!(self.pending.is_empty(), "reading with responses unrecorded");
         if self.end == self.buf.len() {
             if self.start == 0 {
                 // Full buffer with no complete request: the parser reports 431/414.
@@ -250,36 +245,9 @@ impl Conn<'_> {
             self.end -= self.start;
             self.start = 0;
         }
-        let stream = &self.stream;
-        let space = &mut self.buf[self.end..];
-        let cap = space.len();
-        let mut got = 0usize;
-        let r = stream.try_io(Interest::READABLE, || {
-            let n = rustix::io::read(stream, &mut *space).map_err(io::Error::from)?;
-            got = n;
-            if n > 0 && n < cap {
-                Err(io::ErrorKind::WouldBlock.into())
-            } else {
-                Ok(n)
-            }
-        });
-        match r {
-            Ok(0) => Ok(ReadResult::Eof),
-            Ok(n) => {
-                self.end += n;
-                Ok(ReadResult::Data)
-            }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                if got > 0 {
-                    self.end += got;
-                    Ok(ReadResult::Data)
-                } else {
-                    Ok(ReadResult::WouldBlock)
-                }
-            }
-            Err(e) if e.kind() == io::ErrorKind::ConnectionReset => Ok(ReadResult::Eof),
-            Err(e) => Err(e),
-        }
+        let (got, result) = socket::read_available(&self.stream, &mut self.buf[self.end..]);
+        self.end += got;
+        result
     }
 
     /// Parses the next buffered request and answers it: a reply is queued, a backend

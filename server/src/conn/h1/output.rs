@@ -3,7 +3,7 @@
 //! segments and sendfile (or pread+write) per file region.
 
 use super::encode;
-use crate::conn::file_send::{send_file_slice, send_paced, FileSendPolicy};
+use crate::conn::file_send::{send_file_slice, send_paced, FileSendPolicy, Sent as FileSent};
 use crate::http::reply::{Body, FileSlice, Part, Reply};
 use crate::shaping::Throttle;
 use bytes::Bytes;
@@ -105,8 +105,8 @@ impl Output {
         }
     }
 
-    /// Queues head bytes the caller has just appended to `head` (a backend's head, a chunk
-    /// size line).
+    /// Queues the head bytes the caller appended to `head` since it was `from` long (a
+    /// backend's head, a chunk size line).
     pub fn push_head_appended(&mut self, from: usize) {
         self.push_head_from(from);
     }
@@ -214,19 +214,21 @@ impl Output {
             while i < segs.len() {
                 if let Seg::Paced(paced) = &segs[i] {
                     let (parts, throttle) = &**paced;
-                    if let Err(e) = send_paced(stream, parts, throttle.clone()).await {
+                    let r = send_paced(stream, parts, throttle.clone(), written).await;
+                    if let Err(e) = r {
                         break 'write Err(e);
                     }
-                    *written += segs[i].wire_len();
                     i += 1;
                     continue;
                 }
                 if let Seg::File(f) = &segs[i] {
-                    match send_file_slice(stream, f, policy, read_chunk).await {
-                        Ok(sent) => *via_sendfile += sent.via_sendfile,
-                        Err(e) => break 'write Err(e),
+                    let mut sent = FileSent::default();
+                    let r = send_file_slice(stream, f, policy, read_chunk, &mut sent).await;
+                    *via_sendfile += sent.via_sendfile;
+                    *written += sent.via_sendfile + sent.via_pread;
+                    if let Err(e) = r {
+                        break 'write Err(e);
                     }
-                    *written += f.len;
                     i += 1;
                     continue;
                 }
