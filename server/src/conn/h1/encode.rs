@@ -148,6 +148,47 @@ mod tests {
     use crate::upstream::ResponseHead;
     use http::StatusCode;
 
+    /// The head a reply gets, with the Date masked (it changes every second).
+    fn head_of(reply: &Reply, minor: u8, close: bool) -> (String, bool) {
+        let mut h = Vec::new();
+        let with_body = reply_head(&mut h, reply, minor, close);
+        let text = String::from_utf8(h).unwrap();
+        let date = text.find("Date: ").unwrap();
+        let end = date + text[date..].find("\r\n").unwrap();
+        (
+            format!("{}Date: *{}", &text[..date], &text[end..]),
+            with_body,
+        )
+    }
+
+    #[test]
+    fn reply_heads_carry_length_and_the_connection_decision() {
+        let reply = Reply::error(StatusCode::NOT_FOUND)
+            .header(http::header::CACHE_CONTROL, "no-store".parse().unwrap());
+        let len = reply.body.len();
+        let (keep, with_body) = head_of(&reply, 1, false);
+        assert!(with_body);
+        assert_eq!(
+            keep,
+            format!(
+                "HTTP/1.1 404 Not Found\r\nServer: skiff\r\nDate: *\r\n\
+                 content-type: text/html; charset=utf-8\r\ncache-control: no-store\r\n\
+                 Content-Length: {len}\r\n\r\n"
+            )
+        );
+        let (close, _) = head_of(&reply, 1, true);
+        assert!(close.ends_with("\r\nConnection: close\r\n\r\n"), "{close}");
+        let (http10, _) = head_of(&reply, 0, false);
+        assert!(
+            http10.ends_with("\r\nConnection: keep-alive\r\n\r\n"),
+            "{http10}"
+        );
+        // A 304 has no body, so no Content-Length.
+        let (not_modified, with_body) = head_of(&Reply::new(StatusCode::NOT_MODIFIED), 1, false);
+        assert!(!with_body);
+        assert!(!not_modified.contains("Content-Length"), "{not_modified}");
+    }
+
     #[test]
     fn chunk_sizes_are_lowercase_hex() {
         for (n, want) in [
