@@ -4,12 +4,15 @@
 Wall-clock figures on this shared 2-core machine move by 10-30% between runs, so a small
 change to the serving path cannot be judged by them. Instruction counts from
 `valgrind --tool=callgrind` are repeatable for the same binary and inputs: each build
-serves the same files to `h2load --h1` twice, with N and 2N requests, and the difference
+serves the same files to `h2load` twice, with N and 2N requests, and the difference
 divided by N is its cost per request, start-up and shutdown excluded.
 
 Usage:
   bench/instructions.py --binary before=/tmp/skiff-before --binary after=target/release/skiff \\
-      [--file 4k.html:4096] [--file 1k.html:1024] [-n 10000] [-c 10] [-- EXTRA SKIFF ARGS]
+      [--file 4k.html:4096] [--file 1k.html:1024] [-n 10000] [-c 10] [--h2] [-- EXTRA SKIFF ARGS]
+
+--h2 sends HTTP/2 with prior knowledge (h2c, 10 streams per connection, as the shared
+bench's --h2 mode) instead of HTTP/1.1.
 """
 import argparse
 import os
@@ -41,7 +44,7 @@ def wait_port(port, proc, timeout=60):
     raise SystemExit(f"port {port} never opened")
 
 
-def instructions(binary, root, path, requests, conns, extra, workdir):
+def instructions(binary, root, path, requests, conns, extra, workdir, h2=False):
     """Total user-space instructions (every thread) of one run serving `requests`."""
     port = free_port()
     out = os.path.join(workdir, f"cg.{os.getpid()}.{port}")
@@ -52,7 +55,8 @@ def instructions(binary, root, path, requests, conns, extra, workdir):
     try:
         wait_port(port, proc)
         if requests:
-            r = subprocess.run(["h2load", "--h1", "-n", str(requests), "-c", str(conns),
+            proto = ["-m", "10"] if h2 else ["--h1"]
+            r = subprocess.run(["h2load", *proto, "-n", str(requests), "-c", str(conns),
                                 f"http://127.0.0.1:{port}/{path}"],
                                capture_output=True, text=True, timeout=600)
             done = re.search(r"(\d+) succeeded", r.stdout)
@@ -74,6 +78,7 @@ def main():
     ap.add_argument("--file", action="append", help="NAME:SIZE (default 4k.html:4096)")
     ap.add_argument("-n", type=int, default=10000, help="requests in the short run")
     ap.add_argument("-c", type=int, default=10, help="h2load connections")
+    ap.add_argument("--h2", action="store_true", help="h2c instead of HTTP/1.1")
     ap.add_argument("extra", nargs="*", help="more arguments for skiff serve")
     args = ap.parse_args()
     files = [f.split(":") for f in (args.file or ["4k.html:4096"])]
@@ -89,8 +94,9 @@ def main():
         for name, _ in files:
             cells = []
             for _, path in binaries:
-                short = instructions(path, root, name, args.n, args.c, args.extra, work)
-                long = instructions(path, root, name, 2 * args.n, args.c, args.extra, work)
+                short = instructions(path, root, name, args.n, args.c, args.extra, work, args.h2)
+                long = instructions(path, root, name, 2 * args.n, args.c, args.extra, work,
+                                    args.h2)
                 cells.append(f"{(long - short) / args.n:,.0f}")
             print(f"| {name} | " + " | ".join(cells) + " |", flush=True)
 
