@@ -119,13 +119,7 @@ pub(super) async fn exchange(
                             return; // the client went away: dropping the connection aborts
                         }
                     }
-                    Ok(Some(fastcgi::Event::Stderr(b))) => {
-                        tracing::warn!(
-                            pool = name,
-                            "backend stderr: {}",
-                            String::from_utf8_lossy(&b).trim_end()
-                        )
-                    }
+                    Ok(Some(fastcgi::Event::Stderr(b))) => log_stderr(name, &b),
                     Ok(Some(fastcgi::Event::End { .. })) => ended = true,
                     Ok(None) => break,
                     Err(e) => {
@@ -182,16 +176,17 @@ fn drain_events(
     {
         match ev {
             fastcgi::Event::Stdout(b) => into.extend_from_slice(&b),
-            fastcgi::Event::Stderr(b) => log_stderr(pool, &b),
+            fastcgi::Event::Stderr(b) => log_stderr(pool.name, &b),
             fastcgi::Event::End { .. } => ended = true,
         }
     }
     Ok(ended)
 }
 
-fn log_stderr(pool: &Pool, b: &[u8]) {
+/// A backend's stderr record, to the error log with the pool's name.
+fn log_stderr(pool: &str, b: &[u8]) {
     tracing::warn!(
-        pool = pool.name,
+        pool,
         "backend stderr: {}",
         String::from_utf8_lossy(b).trim_end()
     );
