@@ -102,7 +102,9 @@ pub(super) async fn serve(
         start: 0,
         end: 0,
         out: Output::with_capacity(),
-        pending: Vec::with_capacity(4),
+        // One queued response per connection unless the client pipelines: an idle
+        // keep-alive connection holds this allocation (BENCHMARKS.md, idle connections).
+        pending: Vec::with_capacity(1),
         read_chunk: Vec::new(),
         partial_since: None,
         last_active: Instant::now(),
