@@ -10,13 +10,23 @@ use http::{Request, Response, StatusCode};
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use std::convert::Infallible;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 
 /// Reads gauges that are sampled rather than tracked (cache size) just before a scrape.
 pub type Sampler = Arc<dyn Fn() + Send + Sync>;
+
+/// Probes and scrapers need a handful of connections; beyond this, new ones are closed
+/// at once rather than queued, so a flood cannot hold the process's descriptors.
+pub const MAX_CONNECTIONS: usize = 64;
+/// A probe's or scraper's request head arrives at once; a half-sent head is cut off.
+pub const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
+/// No admin connection lives longer: scrapers reconnect, a slow reader cannot stay.
+pub const CONNECTION_LIFETIME: Duration = Duration::from_secs(60);
 
 pub async fn serve(
     listener: TcpListener,
@@ -24,21 +34,30 @@ pub async fn serve(
     shutdown: ShutdownControl,
     sample: Sampler,
 ) {
+    let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     loop {
-        let Ok((stream, _)) = listener.accept().await else {
+        let Ok((stream, peer)) = listener.accept().await else {
+            continue;
+        };
+        let Ok(permit) = permits.clone().try_acquire_owned() else {
+            tracing::warn!(%peer, "admin connection refused: {MAX_CONNECTIONS} already open");
+            drop(stream);
             continue;
         };
         let metrics = metrics.clone();
         let shutdown = shutdown.clone();
         let sample = sample.clone();
         tokio::spawn(async move {
+            let _permit = permit;
             let svc = service_fn(move |req| {
                 let r = route(&req, &metrics, &shutdown, &sample);
                 async move { Ok::<_, Infallible>(r) }
             });
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), svc)
-                .await;
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_TIMEOUT)
+                .serve_connection(TokioIo::new(stream), svc);
+            let _ = tokio::time::timeout(CONNECTION_LIFETIME, conn).await;
         });
     }
 }

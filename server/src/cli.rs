@@ -171,6 +171,15 @@ pub struct ServeArgs {
     /// Connections beyond this are held, unserved, until others close.
     #[arg(long, default_value_t = 10_000, env = "SKIFF_MAX_CONNECTIONS")]
     pub max_connections: usize,
+    /// A request body silent this long gets 408; also the grace before --body-min-rate.
+    #[arg(long, default_value = "20s", value_parser = humantime::parse_duration, env = "SKIFF_BODY_TIMEOUT")]
+    pub body_timeout: Duration,
+    /// Bytes per second a request body must average after the grace (0: no minimum).
+    #[arg(long, default_value_t = 500, env = "SKIFF_BODY_MIN_RATE")]
+    pub body_min_rate: u64,
+    /// A client that takes no response bytes for this long is disconnected.
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration, env = "SKIFF_SEND_TIMEOUT")]
+    pub send_timeout: Duration,
     #[command(flatten)]
     pub tuning: TuningArgs,
 }
@@ -199,6 +208,9 @@ impl ServeArgs {
                 header_timeout: self.header_timeout,
                 keepalive_timeout: self.keepalive_timeout,
                 max_connections: self.max_connections.max(1),
+                body_timeout: self.body_timeout,
+                body_min_rate: self.body_min_rate,
+                send_timeout: self.send_timeout,
             },
             access_log: skiff_config::AccessLogConfig {
                 format: match self.access_log {
@@ -259,6 +271,9 @@ fn settings_for(cfg: &Config, t: &TuningArgs) -> Result<Settings, ConfigError> {
             header_timeout: cfg.limits.header_timeout,
             keepalive_timeout: cfg.limits.keepalive_timeout,
             max_connections: cfg.limits.max_connections,
+            body_timeout: cfg.limits.body_timeout,
+            body_min_rate: cfg.limits.body_min_rate,
+            send_timeout: cfg.limits.send_timeout,
         },
         access_log: match cfg.access_log.format {
             skiff_config::AccessLogFormat::Combined => LogFormat::Combined,

@@ -18,6 +18,12 @@ pub struct ConnLimits {
     /// Time an idle keep-alive connection is kept open.
     pub keepalive_timeout: Duration,
     pub max_connections: usize,
+    /// Longest silence within a request body, and the grace before `body_min_rate`.
+    pub body_timeout: Duration,
+    /// Bytes per second a request body must average once the grace has passed.
+    pub body_min_rate: u64,
+    /// Longest a client may take no response bytes before it is disconnected.
+    pub send_timeout: Duration,
 }
 
 #[derive(Debug, Clone)]

@@ -8,6 +8,7 @@ use crate::http::reply::{FileSlice, Part};
 use crate::shaping::{Pacer, Throttle};
 use std::io;
 use std::os::unix::fs::FileExt;
+use std::time::Duration;
 use tokio::io::Interest;
 use tokio::net::TcpStream;
 
@@ -33,6 +34,8 @@ pub struct FileSendPolicy {
     pub sendfile_chunk_bytes: usize,
     pub read_chunk_bytes: usize,
     pub cork: bool,
+    /// A client that takes no bytes for this long is given up on.
+    pub send_timeout: Duration,
 }
 
 impl FileSendPolicy {
@@ -43,6 +46,7 @@ impl FileSendPolicy {
             sendfile_chunk_bytes: settings.sendfile_chunk_bytes,
             read_chunk_bytes: settings.read_chunk_bytes,
             cork: settings.tcp_cork,
+            send_timeout: settings.limits.send_timeout,
         }
     }
 }
@@ -92,7 +96,9 @@ async fn send_file_slice_inner(
             match r {
                 Ok(0) => return Err(truncated()),
                 Ok(n) => sent.via_sendfile += n as u64,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => stream.writable().await?,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    writable(stream, policy.send_timeout).await?
+                }
                 Err(e) => return Err(e),
             }
         }
@@ -116,7 +122,9 @@ async fn send_file_slice_inner(
             });
             match r {
                 Ok(w) => written += w,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => stream.writable().await?,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    writable(stream, policy.send_timeout).await?
+                }
                 Err(e) => return Err(e),
             }
         }
@@ -136,6 +144,7 @@ pub async fn send_paced(
     stream: &TcpStream,
     parts: &[Part],
     throttle: std::sync::Arc<Throttle>,
+    send_timeout: Duration,
     sent: &mut u64,
 ) -> io::Result<()> {
     let mut pacer = Pacer::new(throttle);
@@ -146,7 +155,7 @@ pub async fn send_paced(
             Part::Bytes(b) => {
                 for piece in b.chunks(chunk) {
                     pace(&mut pacer, piece.len()).await;
-                    write_all(stream, piece).await?;
+                    write_all(stream, piece, send_timeout).await?;
                     *sent += piece.len() as u64;
                 }
             }
@@ -161,7 +170,7 @@ pub async fn send_paced(
                         return Err(truncated());
                     }
                     pace(&mut pacer, n).await;
-                    write_all(stream, &buf[..n]).await?;
+                    write_all(stream, &buf[..n], send_timeout).await?;
                     *sent += n as u64;
                     off += n as u64;
                 }
@@ -178,15 +187,30 @@ async fn pace(pacer: &mut Pacer, n: usize) {
     }
 }
 
-async fn write_all(stream: &TcpStream, mut data: &[u8]) -> io::Result<()> {
+async fn write_all(stream: &TcpStream, mut data: &[u8], send_timeout: Duration) -> io::Result<()> {
     while !data.is_empty() {
         match stream.try_io(Interest::WRITABLE, || {
             rustix::io::write(stream, data).map_err(io::Error::from)
         }) {
             Ok(n) => data = &data[n..],
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => stream.writable().await?,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                writable(stream, send_timeout).await?
+            }
             Err(e) => return Err(e),
         }
     }
     Ok(())
+}
+
+/// Waits until the socket takes bytes again. Each wait follows progress, so a client that
+/// takes nothing for `send_timeout` is given up on: a non-reading client cannot hold its
+/// connection (and its permit) for ever.
+pub async fn writable(stream: &TcpStream, send_timeout: Duration) -> io::Result<()> {
+    match tokio::time::timeout(send_timeout, stream.writable()).await {
+        Ok(r) => r,
+        Err(_) => Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            "send timeout: the client took no bytes",
+        )),
+    }
 }

@@ -2,9 +2,11 @@
 //! path does not take. Requests are routed by the same `exchange::front` and recorded by
 //! the same exchange record as on the fast path, so both paths answer and log alike.
 
+use super::activity::Activity;
 use super::recorded_body::{RecordedBody, RequestMeta};
 use super::reply_body::ReplyBody;
 use super::rewind::Rewind;
+use super::send_deadline::SendDeadline;
 use crate::app::Routed;
 use crate::exchange::{front, Outcome, Protocol};
 use crate::http::reply::Reply;
@@ -13,7 +15,7 @@ use crate::shutdown::stopping;
 use crate::state::Shared;
 use crate::upstream::{self, BackendRequest, ClientBody, Message};
 use http::header::{CONTENT_LENGTH, DATE, SERVER};
-use http::{HeaderValue, Method, Request, Response};
+use http::{HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
@@ -26,7 +28,7 @@ use std::time::Instant;
 use tokio::net::TcpStream;
 
 pub(super) async fn serve(
-    io: Rewind<TcpStream>,
+    io: SendDeadline<Rewind<TcpStream>>,
     peer: SocketAddr,
     local_port: u16,
     shared: Arc<Shared>,
@@ -44,18 +46,32 @@ pub(super) async fn serve(
         .http2()
         .timer(TokioTimer::new())
         .max_header_list_size(limits.max_header_bytes as u32)
-        .max_concurrent_streams(128);
+        .max_concurrent_streams(128)
+        // Liveness: a peer that stops answering PINGs is gone, whatever its streams.
+        .keep_alive_interval(Some(limits.send_timeout))
+        .keep_alive_timeout(limits.send_timeout);
     let svc_shared = shared.clone();
     let remote: Arc<str> = peer.ip().to_string().into();
+    let activity = Activity::new();
+    let svc_activity = activity.clone();
     let service = service_fn(move |req| {
         let shared = svc_shared.clone();
         let remote = remote.clone();
+        let busy = svc_activity.begin();
         async move {
             let protocol = Protocol::of(req.version());
             let mut response = handle(req, peer, local_port, remote, &shared).await;
+            response.body_mut().hold(busy);
             // As on the fast path: once /readyz fails, HTTP/1 responses close their
-            // connection so keep-alive clients move to pods that stay.
-            if protocol != Protocol::Http2 && front::closes_connections(&shared.shutdown) {
+            // connection so keep-alive clients move to pods that stay. A request whose
+            // body was refused (408, 413) may have left bytes unread: close too.
+            let refused_body = matches!(
+                response.status(),
+                StatusCode::REQUEST_TIMEOUT | StatusCode::PAYLOAD_TOO_LARGE
+            );
+            if protocol != Protocol::Http2
+                && (refused_body || front::closes_connections(&shared.shutdown))
+            {
                 response
                     .headers_mut()
                     .insert(http::header::CONNECTION, HeaderValue::from_static("close"));
@@ -76,6 +92,15 @@ pub(super) async fn serve(
             conn.as_mut().graceful_shutdown();
             if let Err(e) = conn.await {
                 tracing::debug!(peer = %peer, error = %e, "connection error while draining");
+            }
+        }
+        // hyper times out HTTP/1 heads but not an HTTP/2 connection that does nothing.
+        _ = activity.idle(limits.header_timeout, limits.keepalive_timeout) => {
+            conn.as_mut().graceful_shutdown();
+            // GOAWAY and a PING whose answer shows the peer saw it, then close; a peer
+            // that does not answer within the header timeout is dropped.
+            if tokio::time::timeout(limits.header_timeout, conn).await.is_err() {
+                tracing::debug!(peer = %peer, "idle connection did not close in time");
             }
         }
     }
@@ -109,7 +134,10 @@ async fn handle(
                 route: &route,
                 client: peer,
                 local_port,
-                message: Message::Http(Request::from_parts(parts, ClientBody::Hyper(body))),
+                message: Message::Http(Request::from_parts(
+                    parts,
+                    ClientBody::stream(body, body_deadline(shared)),
+                )),
             };
             let resp = upstream::serve(request, &shared.metrics).await;
             let head_ready = Instant::now();
@@ -138,6 +166,14 @@ async fn handle(
     let head_ready = meta.started;
     into_response(reply, head_only, chunk)
         .map(|b| RecordedBody::new(b.boxed(), meta, outcome, head_ready))
+}
+
+fn body_deadline(shared: &Shared) -> upstream::BodyDeadline {
+    let limits = &shared.settings.limits;
+    upstream::BodyDeadline {
+        idle: limits.body_timeout,
+        min_rate: limits.body_min_rate,
+    }
 }
 
 /// The handler's view of a hyper request.

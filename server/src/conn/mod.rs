@@ -3,12 +3,14 @@
 //! bodies, upgrades). Both route through `exchange::front` and record through
 //! `exchange::Exchange`; file bodies go out with `file_send` (sendfile) or `reply_body`.
 
+mod activity;
 mod file_send;
 mod h1;
 mod hyper;
 mod recorded_body;
 mod reply_body;
 mod rewind;
+mod send_deadline;
 
 use crate::state::Shared;
 use std::net::SocketAddr;
@@ -23,7 +25,10 @@ pub(crate) async fn serve(
     shared: &Arc<Shared>,
 ) {
     if let h1::Ended::Handoff(stream, prefix) = h1::serve(stream, peer, local_port, shared).await {
-        let io = rewind::Rewind::new(stream, prefix);
+        let io = send_deadline::SendDeadline::new(
+            rewind::Rewind::new(stream, prefix),
+            shared.settings.limits.send_timeout,
+        );
         hyper::serve(io, peer, local_port, shared.clone()).await;
     }
 }

@@ -3,6 +3,7 @@
 //! or bodiless reply), with the body bytes hyper took (hyper writes them to the socket
 //! right after; the fast path counts the bytes its own writes returned).
 
+use super::activity::Busy;
 use crate::exchange::{Exchange, Outcome, Protocol, RequestFields};
 use crate::http::BoxedBody;
 use bytes::Bytes;
@@ -36,6 +37,8 @@ pub(super) struct RecordedBody {
     inner: BoxedBody,
     pending: Option<Box<Pending>>,
     sent: u64,
+    /// The request counts as in flight on its connection until hyper drops its body.
+    busy: Option<Busy>,
 }
 
 impl RecordedBody {
@@ -54,7 +57,13 @@ impl RecordedBody {
                 head_ready,
             })),
             sent: 0,
+            busy: None,
         }
+    }
+
+    /// Keeps the connection counted busy for as long as this body lives.
+    pub fn hold(&mut self, busy: Busy) {
+        self.busy = Some(busy);
     }
 
     fn record(&mut self) {

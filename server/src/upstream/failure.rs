@@ -1,5 +1,7 @@
 //! Why a backend exchange failed: the reason label, and the status the client gets.
 
+use super::client_body::ClientBodyError;
+use http::StatusCode;
 use std::io;
 
 #[derive(Debug, thiserror::Error)]
@@ -12,11 +14,12 @@ pub(super) enum Failure {
     Protocol(String),
     #[error("i/o: {0}")]
     Io(io::Error),
-    #[error("request body over {0} bytes")]
-    TooLarge(u64),
     /// A kept connection turned out closed before answering.
     #[error("kept connection was closed")]
     Stale,
+    /// The client, not the backend: its body stalled, grew too large or broke off.
+    #[error("{0}")]
+    Client(ClientBodyError),
 }
 
 impl Failure {
@@ -26,9 +29,40 @@ impl Failure {
             Failure::Timeout => "timeout",
             Failure::Protocol(_) => "protocol",
             Failure::Io(_) => "io",
-            Failure::TooLarge(_) => "body_too_large",
             Failure::Stale => "stale",
+            Failure::Client(ClientBodyError::Timeout) => "client_timeout",
+            Failure::Client(ClientBodyError::TooLarge(_)) => "body_too_large",
+            Failure::Client(ClientBodyError::Io(_)) => "client_body",
         }
+    }
+
+    /// The status the client gets.
+    pub(super) fn status(&self) -> StatusCode {
+        match self {
+            Failure::Timeout => StatusCode::GATEWAY_TIMEOUT,
+            Failure::Client(ClientBodyError::TooLarge(_)) => StatusCode::PAYLOAD_TOO_LARGE,
+            Failure::Client(ClientBodyError::Timeout) => StatusCode::REQUEST_TIMEOUT,
+            Failure::Client(ClientBodyError::Io(_)) => StatusCode::BAD_REQUEST,
+            _ => StatusCode::BAD_GATEWAY,
+        }
+    }
+
+    /// A failure found by hyper's client while it sent the request body: the client's
+    /// body error, if that is what it was, is in the error's sources.
+    pub(super) fn of_proxy_error(e: &(dyn std::error::Error + 'static)) -> Failure {
+        let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+        while let Some(err) = source {
+            // The body went to hyper's client as an io::Error wrapping ours.
+            let inner = err
+                .downcast_ref::<io::Error>()
+                .and_then(|io| io.get_ref())
+                .and_then(|i| i.downcast_ref::<ClientBodyError>());
+            if let Some(c) = err.downcast_ref::<ClientBodyError>().or(inner) {
+                return Failure::Client(c.clone());
+            }
+            source = err.source();
+        }
+        Failure::Protocol(e.to_string())
     }
 }
 

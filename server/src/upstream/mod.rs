@@ -1,5 +1,6 @@
 //! Backend pools: FastCGI, uwsgi, SCGI and HTTP. By stage: `route` says where a rule
-//! sends requests and `request` is a request bound there; `serve` admits it and
+//! sends requests and `request` is a request bound there; `serve` gathers its body
+//! (`client_body`, under a deadline), admits it and
 //! dispatches to the CGI exchanges (`cgi`) or the HTTP proxy (`proxy`, with `upgrade`);
 //! `failover` orders the endpoints to try; `pool` is the endpoint policy (no I/O),
 //! `connection` and `dns` do the I/O; `gather`, `body` and `response` shape what comes
@@ -7,6 +8,7 @@
 
 mod body;
 mod cgi;
+mod client_body;
 mod connection;
 pub mod dns;
 mod failover;
@@ -21,6 +23,7 @@ mod serve;
 mod upgrade;
 
 pub use cgi::bodiless_cgi_env;
+pub use client_body::BodyDeadline;
 pub use request::{BackendRequest, ClientBody, Message};
 pub use response::{Payload, ResponseHead, UpstreamResponse};
 pub use route::{Backend, BackendRoute, Forwarding};

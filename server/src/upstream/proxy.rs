@@ -9,6 +9,7 @@ use super::request::ClientBody;
 use super::upgrade::{splice, upgrade_token};
 use crate::http::BoxedBody;
 use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
+use http_body::Body as _;
 use http_body_util::BodyExt;
 use std::io;
 use std::net::SocketAddr;
@@ -75,7 +76,7 @@ pub(super) async fn forward(
         ClientBody::Empty => http_body_util::Empty::new()
             .map_err(|never| match never {})
             .boxed(),
-        ClientBody::Hyper(b) => b.map_err(io::Error::other).boxed(),
+        b => b.map_err(io::Error::other).boxed(),
     });
     // A protocol upgrade (WebSocket): the Upgrade and Connection headers go through, and
     // on a 101 both sides' connections are spliced together.
@@ -157,7 +158,7 @@ pub(super) async fn forward(
                 }
                 return Err((Failure::Connect(io::Error::other(e.to_string())), endpoint));
             }
-            Ok(Err(e)) => return Err((Failure::Protocol(e.to_string()), endpoint)),
+            Ok(Err(e)) => return Err((Failure::of_proxy_error(&e), endpoint)),
             Ok(Ok(mut resp)) => {
                 pool.report_success(i);
                 if resp.status() == StatusCode::SWITCHING_PROTOCOLS {

@@ -1,10 +1,9 @@
 //! A request bound for a backend: where it goes, who sent it, and its message, the one
 //! type every connection path hands to `upstream::serve`.
 
+pub use super::client_body::ClientBody;
 use super::route::BackendRoute;
 use http::Request;
-use http_body::Body as _;
-use hyper::body::Incoming;
 use skiff_codec::cgi_env::Env;
 use std::net::SocketAddr;
 
@@ -27,20 +26,4 @@ pub enum Message<'a> {
     /// A request without a body to a FastCGI, uwsgi or SCGI pool, whose environment the
     /// HTTP/1.1 fast path built from its parser's view (`bodiless_cgi_env`).
     Cgi(&'a Env),
-}
-
-/// The client's request body: hyper's stream, or none at all (the HTTP/1.1 fast path
-/// hands over only requests without a body).
-pub enum ClientBody {
-    Empty,
-    Hyper(Incoming),
-}
-
-impl ClientBody {
-    pub(super) fn is_end_stream(&self) -> bool {
-        match self {
-            ClientBody::Empty => true,
-            ClientBody::Hyper(b) => b.is_end_stream(),
-        }
-    }
 }

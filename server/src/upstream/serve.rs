@@ -3,6 +3,7 @@
 //! into 502/503/504 with a log line naming the pool and endpoint, and the pool's metrics.
 
 use super::body::TimedBody;
+use super::client_body::GATHER_BEFORE_ADMISSION;
 use super::failure::Failure;
 use super::request::{BackendRequest, Message};
 use super::response::{error_response, Payload, UpstreamResponse};
@@ -23,10 +24,6 @@ pub async fn serve(req: BackendRequest<'_>, metrics: &Arc<Metrics>) -> UpstreamR
         message,
     } = req;
     let pool = &route.backend.pool;
-    let Some(mut slot) = pool.admit() else {
-        metrics.upstream_failure(pool.name, "queue_full");
-        return error_response(StatusCode::SERVICE_UNAVAILABLE);
-    };
     let declared = match &message {
         Message::Http(req) => req
             .headers()
@@ -39,6 +36,37 @@ pub async fn serve(req: BackendRequest<'_>, metrics: &Arc<Metrics>) -> UpstreamR
         metrics.upstream_failure(pool.name, "body_too_large");
         return error_response(StatusCode::PAYLOAD_TOO_LARGE);
     }
+    // The body first, the slot after: a client whose body trickles in holds no backend
+    // worker meanwhile. A CGI backend needs CONTENT_LENGTH up front, so a body without one
+    // is read whole (within the pool's limit); others up to a bound, then streamed.
+    let (message, declared) = match message {
+        Message::Http(req) => {
+            let (parts, mut body) = req.into_parts();
+            body.limit(pool.max_body_size);
+            let bound = match (&route.backend.forwarding, declared) {
+                (Forwarding::Cgi { .. }, None) => usize::try_from(pool.max_body_size)
+                    .unwrap_or(usize::MAX)
+                    .saturating_add(1),
+                _ => GATHER_BEFORE_ADMISSION,
+            };
+            if let Err(e) = body.gather(bound).await {
+                let failure = Failure::Client(e);
+                tracing::debug!(pool = pool.name, error = %failure, "client body refused");
+                metrics.upstream_failure(pool.name, failure.reason());
+                return error_response(failure.status());
+            }
+            let declared = declared.or_else(|| body.collected_len());
+            (
+                Message::Http(http::Request::from_parts(parts, body)),
+                declared,
+            )
+        }
+        cgi => (cgi, declared),
+    };
+    let Some(mut slot) = pool.admit() else {
+        metrics.upstream_failure(pool.name, "queue_full");
+        return error_response(StatusCode::SERVICE_UNAVAILABLE);
+    };
     let handles = pool.metrics.get_or_init(|| metrics.pool(pool.name));
     let active = InFlight::new(&handles.active);
     let start = Instant::now();
@@ -63,11 +91,7 @@ pub async fn serve(req: BackendRequest<'_>, metrics: &Arc<Metrics>) -> UpstreamR
         Err((failure, endpoint)) => {
             tracing::warn!(pool = pool.name, endpoint = endpoint.as_str(), error = %failure, "upstream request failed");
             metrics.upstream_failure(pool.name, failure.reason());
-            error_response(match failure {
-                Failure::Timeout => StatusCode::GATEWAY_TIMEOUT,
-                Failure::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
-                _ => StatusCode::BAD_GATEWAY,
-            })
+            error_response(failure.status())
         }
     };
     handles.count(metrics, resp.status.as_u16());

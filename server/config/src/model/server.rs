@@ -110,6 +110,20 @@ pub struct LimitsConfig {
     /// Connections beyond this are held, unserved, until others close.
     #[serde(default = "default_max_connections")]
     pub max_connections: usize,
+    /// A request body that sends nothing for this long is abandoned with 408; the same
+    /// span is the grace before `body_min_rate` applies (Apache's mod_reqtimeout `body=`).
+    #[serde(default = "default_body_timeout", with = "humantime_serde")]
+    #[schemars(with = "String")]
+    pub body_timeout: Duration,
+    /// After the grace, a request body must average at least this many bytes per second
+    /// (mod_reqtimeout's `MinRate`), so a trickle cannot hold a connection for ever.
+    #[serde(default = "default_body_min_rate")]
+    pub body_min_rate: u64,
+    /// A client that takes no response bytes for this long is disconnected (nginx's
+    /// `send_timeout`).
+    #[serde(default = "default_send_timeout", with = "humantime_serde")]
+    #[schemars(with = "String")]
+    pub send_timeout: Duration,
 }
 
 impl Default for LimitsConfig {
@@ -120,6 +134,9 @@ impl Default for LimitsConfig {
             header_timeout: default_header_timeout(),
             keepalive_timeout: default_keepalive_timeout(),
             max_connections: default_max_connections(),
+            body_timeout: default_body_timeout(),
+            body_min_rate: default_body_min_rate(),
+            send_timeout: default_send_timeout(),
         }
     }
 }
@@ -137,6 +154,15 @@ fn default_keepalive_timeout() -> Duration {
 }
 fn default_max_connections() -> usize {
     10_000
+}
+fn default_body_timeout() -> Duration {
+    Duration::from_secs(20)
+}
+fn default_body_min_rate() -> u64 {
+    500
+}
+fn default_send_timeout() -> Duration {
+    Duration::from_secs(30)
 }
 
 /// DNS for pool endpoints. A name (a Kubernetes headless Service, say) is resolved again

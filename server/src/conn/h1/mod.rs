@@ -82,6 +82,9 @@ struct Conn<'s> {
     /// When the current partially received request began, for the header timeout.
     partial_since: Option<Instant>,
     last_active: Instant,
+    /// Whether a request has begun: until then, silence is bounded by the header timeout,
+    /// not the keep-alive one.
+    asked: bool,
 }
 
 pub(super) async fn serve(
@@ -108,6 +111,7 @@ pub(super) async fn serve(
         read_chunk: Vec::new(),
         partial_since: None,
         last_active: Instant::now(),
+        asked: false,
     };
     match conn.run().await {
         Ok(true) => {
@@ -126,12 +130,11 @@ impl Conn<'_> {
     /// Serves requests until the connection closes (`false`) or goes to hyper (`true`).
     async fn run(&mut self) -> io::Result<bool> {
         let mut phase = self.shared.shutdown.subscribe();
-        let keepalive = self.shared.settings.limits.keepalive_timeout;
         let header_timeout = self.shared.settings.limits.header_timeout;
         // One timer per connection, re-armed lazily: requests only move `last_active`,
         // and the timer re-checks the real deadline when it fires.
         let mut timer: std::pin::Pin<Box<Sleep>> = Box::pin(tokio::time::sleep_until(
-            (self.last_active + keepalive).into(),
+            (self.last_active + header_timeout).into(),
         ));
         let mut timer_for_partial = false;
         loop {
@@ -208,7 +211,7 @@ impl Conn<'_> {
                     _ = timer.as_mut() => {
                         let deadline = match self.partial_since {
                             Some(t) => t + header_timeout,
-                            None => self.last_active + keepalive,
+                            None => self.idle_deadline(),
                         };
                         if Instant::now() >= deadline {
                             if self.partial_since.is_some() {
@@ -228,8 +231,19 @@ impl Conn<'_> {
             }
             if self.partial_since.is_none() && timer_for_partial {
                 timer_for_partial = false;
-                timer.as_mut().reset((self.last_active + keepalive).into());
+                timer.as_mut().reset(self.idle_deadline().into());
             }
+        }
+    }
+
+    /// When an idle connection is closed: the header timeout after it opened if it has not
+    /// asked anything yet, the keep-alive timeout after its last request otherwise.
+    fn idle_deadline(&self) -> Instant {
+        let limits = &self.shared.settings.limits;
+        if self.asked {
+            self.last_active + limits.keepalive_timeout
+        } else {
+            self.last_active + limits.header_timeout
         }
     }
 
@@ -275,6 +289,7 @@ impl Conn<'_> {
         head.peer = Some(self.peer.ip());
         let started = Instant::now();
         self.last_active = started;
+        self.asked = true;
         let protocol = Protocol::of_minor(minor);
         let close = close || front::lacks_required_host(&head, protocol);
         let logged = Logged::of(&self.buf, &head);

@@ -3,7 +3,9 @@
 //! segments and sendfile (or pread+write) per file region.
 
 use super::encode;
-use crate::conn::file_send::{send_file_slice, send_paced, FileSendPolicy, Sent as FileSent};
+use crate::conn::file_send::{
+    send_file_slice, send_paced, writable, FileSendPolicy, Sent as FileSent,
+};
 use crate::http::reply::{Body, FileSlice, Part, Reply};
 use crate::shaping::Throttle;
 use bytes::Bytes;
@@ -214,7 +216,14 @@ impl Output {
             while i < segs.len() {
                 if let Seg::Paced(paced) = &segs[i] {
                     let (parts, throttle) = &**paced;
-                    let r = send_paced(stream, parts, throttle.clone(), written).await;
+                    let r = send_paced(
+                        stream,
+                        parts,
+                        throttle.clone(),
+                        policy.send_timeout,
+                        written,
+                    )
+                    .await;
                     if let Err(e) = r {
                         break 'write Err(e);
                     }
@@ -251,10 +260,13 @@ impl Output {
                     n_iov += 1;
                     j += 1;
                 }
-                let n = match write_vectored(stream, &iov[..n_iov], more_follows).await {
-                    Ok(n) => n,
-                    Err(e) => break 'write Err(e),
-                };
+                let n =
+                    match write_vectored(stream, &iov[..n_iov], more_follows, policy.send_timeout)
+                        .await
+                    {
+                        Ok(n) => n,
+                        Err(e) => break 'write Err(e),
+                    };
                 *written += n as u64;
                 // Advance over what was written.
                 let mut left = n;
@@ -296,6 +308,7 @@ async fn write_vectored(
     stream: &TcpStream,
     iov: &[IoSlice<'_>],
     more_follows: bool,
+    send_timeout: std::time::Duration,
 ) -> io::Result<usize> {
     if iov.iter().all(|s| s.is_empty()) {
         return Ok(0);
@@ -317,7 +330,9 @@ async fn write_vectored(
         match r {
             Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
             Ok(n) => return Ok(n),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => stream.writable().await?,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                writable(stream, send_timeout).await?
+            }
             Err(e) => return Err(e),
         }
     }

@@ -143,6 +143,9 @@ mod tests {
             header_timeout: Duration::from_secs(1),
             keepalive_timeout: Duration::from_secs(1),
             max_connections: 1,
+            body_timeout: Duration::from_secs(1),
+            body_min_rate: 1,
+            send_timeout: Duration::from_secs(1),
         }
     }
 

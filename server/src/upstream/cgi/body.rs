@@ -8,40 +8,33 @@ use crate::upstream::request::ClientBody;
 use bytes::Bytes;
 use http_body::Body as _;
 use http_body_util::BodyExt;
-use hyper::body::Incoming;
 use tokio::io::AsyncWriteExt;
 
 /// A CGI request body: streamed when their length is known, otherwise read (up to the limit)
 /// first, since every CGI protocol needs CONTENT_LENGTH up front.
 pub(super) enum CgiBody {
-    Stream(Incoming),
+    Stream(ClientBody),
     Buffered(Bytes),
 }
 
 pub(super) async fn prepare_body(
     body: ClientBody,
     declared: Option<u64>,
-    max: u64,
 ) -> Result<(CgiBody, u64), Failure> {
-    let body = match body {
-        ClientBody::Empty => return Ok((CgiBody::Buffered(Bytes::new()), 0)),
-        ClientBody::Hyper(b) => b,
-    };
-    if let Some(n) = declared {
-        return Ok((CgiBody::Stream(body), n));
-    }
     if body.is_end_stream() {
         return Ok((CgiBody::Buffered(Bytes::new()), 0));
     }
-    let limited = http_body_util::Limited::new(body, max as usize);
-    match limited.collect().await {
+    if let Some(n) = declared {
+        return Ok((CgiBody::Stream(body), n));
+    }
+    // `serve` gathered a body without a declared length whole, within the pool's limit.
+    match body.collect().await {
         Ok(c) => {
             let b = c.to_bytes();
             let n = b.len() as u64;
             Ok((CgiBody::Buffered(b), n))
         }
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(Failure::TooLarge(max)),
-        Err(e) => Err(Failure::Protocol(format!("client body: {e}"))),
+        Err(e) => Err(Failure::Client(e)),
     }
 }
 
@@ -58,10 +51,10 @@ pub(super) async fn send_body(
                 within(pool.send_timeout, w.write_all(&frame(&b))).await?;
             }
         }
-        CgiBody::Stream(mut incoming) => {
+        CgiBody::Stream(mut body) => {
             let mut sent = 0u64;
-            while let Some(f) = incoming.frame().await {
-                let f = f.map_err(|e| Failure::Protocol(format!("client body: {e}")))?;
+            while let Some(f) = body.frame().await {
+                let f = f.map_err(Failure::Client)?;
                 if let Ok(data) = f.into_data() {
                     sent += data.len() as u64;
                     if sent > length {

@@ -77,7 +77,7 @@ pub(super) async fn exchange(
         Message::Cgi(env) => (env, CgiBody::Buffered(Bytes::new()), 0),
         Message::Http(req) => {
             let (parts, body) = req.into_parts();
-            let (body, length) = prepare_body(body, declared, pool.max_body_size)
+            let (body, length) = prepare_body(body, declared)
                 .await
                 .map_err(|f| (f, String::new()))?;
             let cx = cgi_context(route, peer, local_port, length)

@@ -1,0 +1,287 @@
+//! The client's request body on its way to a backend: read under a deadline (silence and
+//! a minimum rate, as Apache's mod_reqtimeout), held to the pool's size limit on the bytes
+//! as they stream (chunked bodies too), and gathered up to a bound before a pool slot is
+//! taken, so a slow client holds no backend worker while its body trickles in.
+
+use bytes::{Bytes, BytesMut};
+use http::HeaderMap;
+use http_body::{Body, Frame, SizeHint};
+use hyper::body::Incoming;
+use std::future::{poll_fn, Future};
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+use std::time::Duration;
+use tokio::time::{Instant, Sleep};
+
+/// Bodies up to this size are read whole before a slot is taken; larger ones start
+/// streaming once this much has arrived (nginx buffers 16 KiB in memory, then to disk).
+pub const GATHER_BEFORE_ADMISSION: usize = 64 * 1024;
+
+/// How long a request body may take (`limits.body_timeout`, `limits.body_min_rate`).
+#[derive(Debug, Clone, Copy)]
+pub struct BodyDeadline {
+    /// The longest silence; also the grace before `min_rate` applies.
+    pub idle: Duration,
+    /// Bytes per second the body must average after the grace (0: no minimum).
+    pub min_rate: u64,
+}
+
+/// Why reading the client's body failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ClientBodyError {
+    #[error("the client's body stalled (request body timeout)")]
+    Timeout,
+    #[error("the client's body is over {0} bytes")]
+    TooLarge(u64),
+    #[error("reading the client's body: {0}")]
+    Io(String),
+}
+
+impl From<hyper::Error> for ClientBodyError {
+    fn from(e: hyper::Error) -> Self {
+        ClientBodyError::Io(e.to_string())
+    }
+}
+
+/// The client's request body: none (the HTTP/1.1 fast path hands over only requests
+/// without one), or hyper's stream under a deadline and a limit.
+pub enum ClientBody {
+    Empty,
+    Stream(Box<ClientStream>),
+}
+
+pub struct ClientStream {
+    /// Bytes gathered before admission, handed out first.
+    early: Bytes,
+    early_trailers: Option<HeaderMap>,
+    /// `None` once the stream has ended.
+    incoming: Option<Incoming>,
+    deadline: BodyDeadline,
+    started: Instant,
+    last_progress: Instant,
+    received: u64,
+    limit: u64,
+    timer: Pin<Box<Sleep>>,
+}
+
+impl ClientBody {
+    pub fn stream(incoming: Incoming, deadline: BodyDeadline) -> ClientBody {
+        if incoming.is_end_stream() {
+            return ClientBody::Empty;
+        }
+        let now = Instant::now();
+        ClientBody::Stream(Box::new(ClientStream {
+            early: Bytes::new(),
+            early_trailers: None,
+            incoming: Some(incoming),
+            deadline,
+            started: now,
+            last_progress: now,
+            received: 0,
+            limit: u64::MAX,
+            timer: Box::pin(tokio::time::sleep_until(now + deadline.idle)),
+        }))
+    }
+
+    /// Refuses the body once more than `max` bytes have arrived.
+    pub fn limit(&mut self, max: u64) {
+        if let ClientBody::Stream(s) = self {
+            s.limit = max;
+        }
+    }
+
+    /// Reads the body until it ends or `bound` bytes are held; returns whether it is
+    /// complete (then `collected_len` is its length).
+    pub async fn gather(&mut self, bound: usize) -> Result<bool, ClientBodyError> {
+        let ClientBody::Stream(s) = self else {
+            return Ok(true);
+        };
+        let mut held = BytesMut::new();
+        let complete = loop {
+            if held.len() >= bound {
+                break false;
+            }
+            if s.incoming.is_none() {
+                break true;
+            }
+            match poll_fn(|cx| s.poll_incoming(cx)).await {
+                Some(Ok(frame)) => match frame.into_data() {
+                    Ok(data) => held.extend_from_slice(&data),
+                    Err(frame) => s.early_trailers = frame.into_trailers().ok(),
+                },
+                Some(Err(e)) => return Err(e),
+                None => break true,
+            }
+        };
+        s.early = held.freeze();
+        Ok(complete)
+    }
+
+    /// The whole body's length, when it has been gathered to its end.
+    pub fn collected_len(&self) -> Option<u64> {
+        match self {
+            ClientBody::Empty => Some(0),
+            ClientBody::Stream(s) => s.incoming.is_none().then_some(s.early.len() as u64),
+        }
+    }
+}
+
+impl ClientStream {
+    /// The next frame from hyper, under the deadline and the limit.
+    fn poll_incoming(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, ClientBodyError>>> {
+        let Some(incoming) = self.incoming.as_mut() else {
+            return Poll::Ready(None);
+        };
+        match Pin::new(incoming).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => {
+                if let Some(data) = frame.data_ref() {
+                    self.received += data.len() as u64;
+                    if self.received > self.limit {
+                        self.incoming = None;
+                        return Poll::Ready(Some(Err(ClientBodyError::TooLarge(self.limit))));
+                    }
+                    if !data.is_empty() {
+                        self.last_progress = Instant::now();
+                    }
+                }
+                Poll::Ready(Some(Ok(frame)))
+            }
+            Poll::Ready(Some(Err(e))) => {
+                self.incoming = None;
+                Poll::Ready(Some(Err(e.into())))
+            }
+            Poll::Ready(None) => {
+                self.incoming = None;
+                Poll::Ready(None)
+            }
+            Poll::Pending => loop {
+                let due = self.due();
+                if Instant::now() >= due {
+                    self.incoming = None;
+                    return Poll::Ready(Some(Err(ClientBodyError::Timeout)));
+                }
+                // The timer is moved only when it fires early: one reset per wait, not per
+                // frame.
+                if self.timer.deadline() != due {
+                    self.timer.as_mut().reset(due);
+                }
+                ready!(self.timer.as_mut().poll(cx));
+            },
+        }
+    }
+
+    /// When the body is late: silent for `idle`, or, after the grace of `idle`, below
+    /// `min_rate` on average.
+    fn due(&self) -> Instant {
+        let silent = self.last_progress + self.deadline.idle;
+        if self.deadline.min_rate == 0 {
+            return silent;
+        }
+        let earned = Duration::from_secs_f64(self.received as f64 / self.deadline.min_rate as f64);
+        silent.min(self.started + self.deadline.idle + earned)
+    }
+}
+
+impl Body for ClientBody {
+    type Data = Bytes;
+    type Error = ClientBodyError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, ClientBodyError>>> {
+        let ClientBody::Stream(s) = self.get_mut() else {
+            return Poll::Ready(None);
+        };
+        if !s.early.is_empty() {
+            return Poll::Ready(Some(Ok(Frame::data(std::mem::take(&mut s.early)))));
+        }
+        if s.incoming.is_none() {
+            return Poll::Ready(s.early_trailers.take().map(|t| Ok(Frame::trailers(t))));
+        }
+        s.poll_incoming(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            ClientBody::Empty => true,
+            ClientBody::Stream(s) => {
+                s.early.is_empty()
+                    && s.early_trailers.is_none()
+                    && s.incoming.as_ref().is_none_or(|i| i.is_end_stream())
+            }
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            ClientBody::Empty => SizeHint::with_exact(0),
+            ClientBody::Stream(s) => {
+                let early = s.early.len() as u64;
+                match &s.incoming {
+                    None => SizeHint::with_exact(early),
+                    Some(i) => {
+                        let h = i.size_hint();
+                        let mut hint = SizeHint::new();
+                        hint.set_lower(h.lower() + early);
+                        if let Some(u) = h.upper() {
+                            hint.set_upper(u + early);
+                        }
+                        hint
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stream(received: u64, idle: u64, min_rate: u64) -> ClientStream {
+        let now = Instant::now();
+        ClientStream {
+            early: Bytes::new(),
+            early_trailers: None,
+            incoming: None,
+            deadline: BodyDeadline {
+                idle: Duration::from_secs(idle),
+                min_rate,
+            },
+            started: now,
+            last_progress: now,
+            received,
+            limit: u64::MAX,
+            timer: Box::pin(tokio::time::sleep_until(now)),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_trickle_is_late_once_the_grace_and_its_earned_time_are_spent() {
+        // 10 bytes at 500 B/s earn 20 ms beyond the 20 s grace; silence would allow 20 s
+        // after the last byte, so the rate decides.
+        let s = stream(10, 20, 500);
+        assert_eq!(
+            s.due() - s.started,
+            Duration::from_secs(20) + Duration::from_millis(20)
+        );
+    }
+
+    #[tokio::test]
+    async fn without_a_minimum_rate_only_silence_counts() {
+        let mut s = stream(10, 20, 0);
+        s.last_progress = s.started + Duration::from_secs(100);
+        assert_eq!(s.due() - s.started, Duration::from_secs(120));
+    }
+
+    #[tokio::test]
+    async fn a_fast_body_is_bounded_by_silence_not_by_rate() {
+        // 1 MB at 500 B/s would earn 2,000 s; 20 s of silence ends it first.
+        let s = stream(1_000_000, 20, 500);
+        assert_eq!(s.due() - s.started, Duration::from_secs(20));
+    }
+}

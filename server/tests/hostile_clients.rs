@@ -1,0 +1,231 @@
+//! Clients that try to hold the server's resources: slow request bodies, idle HTTP/2
+//! connections, clients that never read, silent connections and the admin port. Each
+//! must be cut off within its timeout while others are served.
+
+mod common;
+
+use common::backends::{php_fpm, php_site, write_config};
+use common::*;
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::os::fd::OwnedFd;
+use std::time::{Duration, Instant};
+
+/// Reads until the server closes; `None` if it is still open after `limit`.
+fn read_until_closed(s: &mut TcpStream, limit: Duration) -> Option<Vec<u8>> {
+    s.set_read_timeout(Some(limit)).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 65536];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return Some(got),
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == ErrorKind::ConnectionReset => return Some(got),
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                return None
+            }
+            Err(e) => panic!("read: {e}"),
+        }
+    }
+}
+
+fn status_of(raw: &[u8]) -> u16 {
+    let text = String::from_utf8_lossy(raw);
+    text.split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status line in {text:?}"))
+}
+
+/// A PHP site behind a pool of one worker slot, with short body deadlines.
+fn php_with_one_slot() -> (tempfile::TempDir, common::backends::Backend, Server) {
+    let site = php_site();
+    let port = common::backends::free_port();
+    let fpm = php_fpm(site.path(), &format!("127.0.0.1:{port}"));
+    let config = write_config(
+        site.path(),
+        &format!(
+            "limits: {{ body_timeout: 1s, body_min_rate: 100 }}\n\
+             virtual_servers:\n  - name: php\n    default: true\n    root: {root}\n    rules:\n      - match: {{ extensions: [php] }}\n        action: {{ fastcgi: {{ pool: php }} }}\n\
+             pools:\n  - {{ name: php, protocol: fastcgi, endpoints: [\"127.0.0.1:{port}\"], max_active_requests: 1, read_timeout: 30s }}\n",
+            root = site.path().display()
+        ),
+    );
+    let srv = Server::run_config(&config);
+    (site, fpm, srv)
+}
+
+#[test]
+fn a_trickling_body_holds_no_pool_slot_and_gets_408() {
+    let (_site, _fpm, srv) = php_with_one_slot();
+    let started = Instant::now();
+    let mut slow = TcpStream::connect(srv.addr).unwrap();
+    slow.write_all(
+        b"POST /upload.php HTTP/1.1\r\nHost: a\r\nContent-Length: 100\r\n\r\n0123456789",
+    )
+    .unwrap();
+    // One byte every 300 ms: never silent for the 1 s body timeout, far below 100 B/s.
+    let trickle = {
+        let mut s = slow.try_clone().unwrap();
+        std::thread::spawn(move || {
+            for _ in 0..30 {
+                std::thread::sleep(Duration::from_millis(300));
+                if s.write_all(b"x").is_err() {
+                    return;
+                }
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    // The one slot is free while the slow body arrives.
+    let (status, _, body) = curl_i(&[
+        "--data-binary",
+        "hello",
+        "-H",
+        "Content-Type: application/octet-stream",
+        &srv.url("/upload.php"),
+    ]);
+    assert_eq!(
+        status, 200,
+        "a whole request was refused while a slow body trickled"
+    );
+    assert!(String::from_utf8_lossy(&body).starts_with("5 "));
+    let answer = read_until_closed(&mut slow, Duration::from_secs(10))
+        .expect("the slow body's connection was still open after 10 s");
+    assert_eq!(status_of(&answer), 408);
+    assert!(
+        started.elapsed() < Duration::from_secs(9),
+        "cut off only by the trickle's end"
+    );
+    trickle.join().unwrap();
+    assert_eq!(
+        srv.metric("skiff_upstream_failures_total{pool=\"php\",reason=\"client_timeout\"}"),
+        Some(1.0)
+    );
+}
+
+#[test]
+fn a_chunked_body_that_stops_gets_408_without_reaching_the_backend() {
+    let (_site, _fpm, srv) = php_with_one_slot();
+    let mut stalled = TcpStream::connect(srv.addr).unwrap();
+    stalled
+        .write_all(
+            b"POST /upload.php HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n",
+        )
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let (status, _, _) = curl_i(&["--data-binary", "x", &srv.url("/upload.php")]);
+    assert_eq!(status, 200, "the stalled chunked body took the pool's slot");
+    let answer = read_until_closed(&mut stalled, Duration::from_secs(10))
+        .expect("the stalled body's connection was still open after 10 s");
+    assert_eq!(status_of(&answer), 408);
+}
+
+#[test]
+fn idle_h2c_connections_are_closed_and_give_their_permits_back() {
+    let site = sample_site();
+    let srv = Server::start(
+        site.path(),
+        &[
+            "--threads",
+            "1",
+            "--max-connections",
+            "2",
+            "--header-timeout",
+            "1s",
+            "--keepalive-timeout",
+            "2s",
+        ],
+    );
+    let preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00";
+    let mut idle: Vec<TcpStream> = (0..2)
+        .map(|_| {
+            let mut s = TcpStream::connect(srv.addr).unwrap();
+            s.write_all(preface).unwrap();
+            s
+        })
+        .collect();
+    for s in &mut idle {
+        read_until_closed(s, Duration::from_secs(10))
+            .expect("an idle h2c connection was still open after 10 s");
+    }
+    let (status, _, _) = curl_i(&["--max-time", "5", &srv.url("/index.html")]);
+    assert_eq!(status, 200);
+}
+
+#[test]
+fn a_connection_that_sends_nothing_is_closed_after_the_header_timeout() {
+    let site = sample_site();
+    let srv = Server::start(
+        site.path(),
+        &["--header-timeout", "1s", "--keepalive-timeout", "60s"],
+    );
+    let mut silent = TcpStream::connect(srv.addr).unwrap();
+    let answer = read_until_closed(&mut silent, Duration::from_secs(20))
+        .expect("a silent connection lived past 20 s");
+    assert!(answer.is_empty(), "a silent connection got an answer");
+}
+
+/// A client socket with a 4 KiB receive buffer, connected.
+fn small_window_client(addr: SocketAddr) -> TcpStream {
+    use rustix::net::{sockopt, AddressFamily, SocketType};
+    let fd: OwnedFd = rustix::net::socket(AddressFamily::INET, SocketType::STREAM, None).unwrap();
+    sockopt::set_socket_recv_buffer_size(&fd, 4096).unwrap();
+    rustix::net::connect(&fd, &addr).unwrap();
+    TcpStream::from(fd)
+}
+
+fn non_reading_client_is_cut_off(request: &[u8]) {
+    let site = tempfile::tempdir().unwrap();
+    let size = 64 * 1024 * 1024;
+    std::fs::write(site.path().join("big.bin"), vec![7u8; size]).unwrap();
+    let srv = Server::start(site.path(), &["--send-timeout", "1s"]);
+    let mut client = small_window_client(srv.addr);
+    client.write_all(request).unwrap();
+    // Not reading: the server's writes stall once the socket buffers are full.
+    std::thread::sleep(Duration::from_secs(4));
+    let got = read_until_closed(&mut client, Duration::from_secs(20))
+        .expect("the connection of a client that did not read was still open");
+    assert!(
+        got.len() < size,
+        "the whole body arrived: the stalled connection was kept"
+    );
+}
+
+#[test]
+fn a_client_that_does_not_read_is_disconnected_on_the_fast_path() {
+    non_reading_client_is_cut_off(b"GET /big.bin HTTP/1.1\r\nHost: a\r\n\r\n");
+}
+
+#[test]
+fn a_client_that_does_not_read_is_disconnected_on_the_hyper_path() {
+    // A (empty) chunked body sends the request through hyper.
+    non_reading_client_is_cut_off(
+        b"GET /big.bin HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+    );
+}
+
+#[test]
+fn the_admin_port_cuts_half_sent_heads_and_caps_its_connections() {
+    let site = sample_site();
+    let srv = Server::start(site.path(), &[]);
+    let mut half = TcpStream::connect(srv.admin).unwrap();
+    half.write_all(b"GET /metrics HTTP/1.1\r\nHost: a\r\n")
+        .unwrap();
+    read_until_closed(&mut half, Duration::from_secs(15))
+        .expect("a half-sent admin head was still open after 15 s");
+
+    // 64 idle connections fill the admin port; the next is closed at once.
+    let held: Vec<TcpStream> = (0..64)
+        .map(|_| TcpStream::connect(srv.admin).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let mut extra = TcpStream::connect(srv.admin).unwrap();
+    let _ = extra.write_all(b"GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n");
+    let got = read_until_closed(&mut extra, Duration::from_secs(3))
+        .expect("a connection beyond the admin cap was kept open");
+    assert!(got.is_empty(), "a connection beyond the cap was served");
+    drop(held);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(srv.admin_get("/healthz").0, 200);
+}
