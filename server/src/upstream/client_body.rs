@@ -262,9 +262,10 @@ mod tests {
 
     #[tokio::test]
     async fn a_trickle_is_late_once_the_grace_and_its_earned_time_are_spent() {
-        // 10 bytes at 500 B/s earn 20 ms beyond the 20 s grace; silence would allow 20 s
-        // after the last byte, so the rate decides.
-        let s = stream(10, 20, 500);
+        // 10 bytes at 500 B/s earn 20 ms beyond the 20 s grace; the last byte came at 15 s,
+        // so silence would allow until 35 s: the rate decides.
+        let mut s = stream(10, 20, 500);
+        s.last_progress = s.started + Duration::from_secs(15);
         assert_eq!(
             s.due() - s.started,
             Duration::from_secs(20) + Duration::from_millis(20)
