@@ -93,8 +93,8 @@ impl From<&crd::RuleMatch> for config::Match {
 impl From<&crd::PoolRef> for config::ProxyTarget {
     fn from(p: &crd::PoolRef) -> Self {
         config::ProxyTarget {
-            pool: p.pool.clone(),
             host: p.host.clone(),
+            ..config::ProxyTarget::new(p.pool.clone())
         }
     }
 }

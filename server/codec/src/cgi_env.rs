@@ -46,6 +46,10 @@ pub struct CgiContext<'a> {
     pub server_port: u16,
     pub content_length: Option<u64>,
     pub extra: &'a [(String, String)],
+    /// Pass header names with `_` (nginx's `underscores_in_headers`). Off by default:
+    /// `X_Forwarded_For` and `X-Forwarded-For` both become `HTTP_X_FORWARDED_FOR`, so one
+    /// could overwrite the other, or a variable an auth proxy in front sets.
+    pub underscores_in_headers: bool,
 }
 
 /// CGI variables, stored in one byte buffer with spans: two allocations for the whole
@@ -182,7 +186,11 @@ pub fn environment<'a>(
     for (name, value) in req.fields {
         // httpoxy: a client's Proxy header must never become HTTP_PROXY.
         match name.len() {
-            4 if name.eq_ignore_ascii_case(b"host") => host = host.or(Some(value)),
+            4 if name.eq_ignore_ascii_case(b"host") => {
+                // One HTTP_HOST, pushed below (the connection layer refuses two Hosts).
+                host = host.or(Some(value));
+                continue;
+            }
             5 if name.eq_ignore_ascii_case(b"proxy") => continue,
             12 if name.eq_ignore_ascii_case(b"content-type") => {
                 content_type = Some(value);
@@ -190,6 +198,9 @@ pub fn environment<'a>(
             }
             14 if name.eq_ignore_ascii_case(b"content-length") => continue,
             _ => {}
+        }
+        if !cx.underscores_in_headers && name.contains(&b'_') {
+            continue;
         }
         let start = env.bytes.len();
         env.bytes.extend_from_slice(b"HTTP_");
@@ -210,11 +221,12 @@ pub fn environment<'a>(
             _ => {}
         }
     }
-    let host = host
-        .or_else(|| req.authority.map(str::as_bytes))
-        .unwrap_or(b"localhost");
-    let server_name = host.split(|&b| b == b':').next().unwrap_or(host);
-    env.push(b"SERVER_NAME", server_name);
+    // An absolute-form target's authority, or HTTP/2's :authority, stands for Host.
+    let host = req.authority.map(str::as_bytes).or(host);
+    if let Some(h) = host {
+        env.push(b"HTTP_HOST", h);
+    }
+    env.push_with(b"SERVER_NAME", |b| push_server_name(b, host));
     if let Some(ct) = content_type {
         env.push(b"CONTENT_TYPE", ct);
     }
@@ -222,6 +234,24 @@ pub fn environment<'a>(
         env.set(k.as_bytes(), v.as_bytes());
     }
     env
+}
+
+/// SERVER_NAME: the host without its port, lower-cased, without a trailing dot (the name
+/// the request was routed on); `localhost` when the request named none.
+fn push_server_name(out: &mut Vec<u8>, host: Option<&[u8]>) {
+    let Some(host) = host else {
+        out.extend_from_slice(b"localhost");
+        return;
+    };
+    let name = if host.first() == Some(&b'[') {
+        host.iter()
+            .position(|&b| b == b']')
+            .map_or(host, |i| &host[..=i])
+    } else {
+        host.split(|&b| b == b':').next().unwrap_or(host)
+    };
+    let name = name.strip_suffix(b".").unwrap_or(name);
+    out.extend(name.iter().map(u8::to_ascii_lowercase));
 }
 
 /// Appends an address as text; IPv4 (the common case) without the formatting machinery.
@@ -248,11 +278,17 @@ pub fn split_script<'a>(path: &'a str, php_split: bool, index: Option<&str>) -> 
     if !php_split {
         return (String::new(), path);
     }
-    if let Some(i) = path.find(".php") {
-        let end = i + 4;
-        if end == path.len() || path.as_bytes()[end] == b'/' {
+    // The first path component that names a script ends SCRIPT_NAME (`/a.phpx/b.php/c`
+    // runs `/a.phpx/b.php`); the caller checks the script exists before php-fpm sees it.
+    let mut start = 0;
+    while start < path.len() {
+        let end = path[start + 1..]
+            .find('/')
+            .map_or(path.len(), |i| start + 1 + i);
+        if path[start..end].ends_with(".php") {
             return (path[..end].to_owned(), &path[end..]);
         }
+        start = end;
     }
     match (path.ends_with('/'), index) {
         (true, Some(ix)) => (format!("{path}{ix}"), ""),
@@ -283,6 +319,14 @@ mod tests {
             ("/x.phpx/y".into(), "")
         );
         assert_eq!(
+            split_script("/a.phpx/b.php/c.php/d", true, None),
+            ("/a.phpx/b.php".into(), "/c.php/d")
+        );
+        assert_eq!(
+            split_script("/uploads/x.jpg/a.php", true, None),
+            ("/uploads/x.jpg/a.php".into(), "")
+        );
+        assert_eq!(
             split_script("/wsgi/path", false, None),
             ("".into(), "/wsgi/path")
         );
@@ -310,6 +354,7 @@ mod tests {
             server_port: 8080,
             content_length: Some(5),
             extra: &extra,
+            underscores_in_headers: false,
         };
         let env = environment(CgiRequest::of_parts(&parts), &cx);
         let get = |k: &str| env.get(k).map(|v| String::from_utf8(v.to_vec()).unwrap());
@@ -350,6 +395,7 @@ mod tests {
             server_port: 80,
             content_length: Some(0),
             extra: &[],
+            underscores_in_headers: false,
         };
         let from_parts = environment(CgiRequest::of_parts(&parts), &cx);
         let view = CgiRequest {
@@ -383,6 +429,70 @@ mod tests {
         assert_eq!(from_view.logged_user_agent(), Some(&b"curl/8"[..]));
     }
 
+    fn env_of(parts: &http::request::Parts, underscores: bool) -> Env {
+        let cx = CgiContext {
+            path: "/a.php",
+            document_root: "/srv",
+            php_split: true,
+            index: None,
+            remote_addr: "192.0.2.1:1".parse().unwrap(),
+            server_port: 80,
+            content_length: None,
+            extra: &[],
+            underscores_in_headers: underscores,
+        };
+        environment(CgiRequest::of_parts(parts), &cx)
+    }
+
+    #[test]
+    fn header_names_with_underscores_are_dropped_unless_allowed() {
+        let (parts, ()) = http::Request::builder()
+            .uri("/a.php")
+            .header("host", "a.test")
+            .header("x-forwarded-for", "203.0.113.5")
+            .header("x_forwarded_for", "10.1.1.1")
+            .header("x_remote_user", "admin")
+            .body(())
+            .unwrap()
+            .into_parts();
+        let env = env_of(&parts, false);
+        let all = |k: &str| {
+            env.iter()
+                .filter(|(n, _)| *n == k.as_bytes())
+                .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(all("HTTP_X_FORWARDED_FOR"), ["203.0.113.5"]);
+        assert!(all("HTTP_X_REMOTE_USER").is_empty());
+        let env = env_of(&parts, true);
+        assert_eq!(env.get("HTTP_X_REMOTE_USER"), Some(&b"admin"[..]));
+    }
+
+    #[test]
+    fn the_authority_stands_for_host_and_server_name_is_the_normalised_name() {
+        // HTTP/2: no Host field, only :authority.
+        let (parts, ()) = http::Request::builder()
+            .uri("http://Shop.Example.COM.:8443/a.php")
+            .version(http::Version::HTTP_2)
+            .body(())
+            .unwrap()
+            .into_parts();
+        let env = env_of(&parts, false);
+        assert_eq!(env.get("HTTP_HOST"), Some(&b"Shop.Example.COM.:8443"[..]));
+        assert_eq!(env.get("SERVER_NAME"), Some(&b"shop.example.com"[..]));
+        // An absolute-form target's authority replaces the Host field.
+        let (parts, ()) = http::Request::builder()
+            .uri("http://b.test/a.php")
+            .header("host", "a.test")
+            .body(())
+            .unwrap()
+            .into_parts();
+        let env = env_of(&parts, false);
+        assert_eq!(env.get("HTTP_HOST"), Some(&b"b.test"[..]));
+        assert_eq!(env.iter().filter(|(k, _)| *k == b"HTTP_HOST").count(), 1);
+        assert_eq!(env.get("SERVER_NAME"), Some(&b"b.test"[..]));
+    }
+
     #[test]
     fn a_configured_param_replaces_a_variable_but_not_the_logged_target() {
         let (parts, ()) = http::Request::builder()
@@ -400,6 +510,7 @@ mod tests {
             server_port: 80,
             content_length: None,
             extra: &extra,
+            underscores_in_headers: false,
         };
         let env = environment(CgiRequest::of_parts(&parts), &cx);
         assert_eq!(env.get("REQUEST_URI"), Some(&b"/rewritten"[..]));

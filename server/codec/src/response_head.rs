@@ -12,6 +12,10 @@ pub enum HeadError {
     TooLarge(usize),
     #[error("invalid Status header {0:?}")]
     Status(String),
+    /// A 1xx is not a response to forward as final: passing it on would pair the next
+    /// response with the wrong request on a kept-alive or pipelined connection.
+    #[error("interim status {0} from the backend where a final response was due")]
+    Interim(u16),
 }
 
 #[derive(Debug)]
@@ -170,6 +174,9 @@ pub fn parse_head(buf: &[u8]) -> Result<Option<Head>, HeadError> {
     } else {
         StatusCode::OK
     });
+    if status.is_informational() {
+        return Err(HeadError::Interim(status.as_u16()));
+    }
     Ok(Some(Head {
         status,
         fields,
@@ -241,6 +248,18 @@ mod tests {
         assert!(parse_head(b"HTTP/1.1 200 OK\r\nContent-Ty")
             .unwrap()
             .is_none());
+    }
+
+    #[test]
+    fn interim_statuses_are_refused() {
+        assert_eq!(
+            parse_head(b"Status: 103 Early Hints\r\nLink: </a.css>\r\n\r\n").unwrap_err(),
+            HeadError::Interim(103)
+        );
+        assert_eq!(
+            parse_head(b"HTTP/1.1 100 Continue\r\n\r\n").unwrap_err(),
+            HeadError::Interim(100)
+        );
     }
 
     #[test]

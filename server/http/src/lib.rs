@@ -1,11 +1,12 @@
 //! HTTP semantics with no I/O, shared by every connection path: the request view handlers
-//! see, preconditions, ranges, content negotiation, dates, decimal text and path safety.
+//! see, preconditions, ranges, content negotiation, dates, decimal text, path safety and the Host.
 //! Everything here works on bytes and strings, so it is unit-tested and fuzzed without
 //! sockets.
 
 pub mod conditional;
 pub mod date;
 pub mod encoding;
+pub mod host;
 pub mod path;
 pub mod range;
 pub mod request;

@@ -58,6 +58,24 @@ impl<'a> CleanPath<'a> {
     }
 }
 
+/// Percent-encodes all but unreserved characters (and `/` when `keep_slash`), so a
+/// decoded name or path goes back into a URL as exactly what it is.
+pub fn percent_encode(text: &str, keep_slash: bool) -> String {
+    use std::fmt::Write;
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric()
+            || matches!(b, b'-' | b'.' | b'_' | b'~')
+            || (keep_slash && b == b'/')
+        {
+            out.push(b as char);
+        } else {
+            let _ = write!(out, "%{b:02X}");
+        }
+    }
+    out
+}
+
 /// Policy knobs for mapping.
 #[derive(Debug, Clone, Copy)]
 pub struct PathPolicy {

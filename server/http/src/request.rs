@@ -28,6 +28,19 @@ impl<'a> HeaderSource<'a> {
             HeaderSource::Map(m) => m.get(name).map(|v| v.as_bytes()),
         }
     }
+
+    /// Every value of a header, in the order received (one per field line).
+    pub fn all(&self, name: &str) -> Vec<&'a [u8]> {
+        match self {
+            HeaderSource::None => Vec::new(),
+            HeaderSource::H1(hs) => hs
+                .iter()
+                .filter(|h| h.name.eq_ignore_ascii_case(name))
+                .map(|h| h.value)
+                .collect(),
+            HeaderSource::Map(m) => m.get_all(name).iter().map(|v| v.as_bytes()).collect(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default)]
@@ -38,7 +51,11 @@ pub struct RequestHead<'a> {
     /// The path of the request target, still percent-encoded ("*" for `OPTIONS *`).
     pub path: &'a str,
     pub query: Option<&'a str>,
+    /// The Host field, or the authority of an absolute-form target or HTTP/2's
+    /// `:authority`, which take its place (RFC 9112 §3.2.2).
     pub host: Option<&'a [u8]>,
+    /// More than one Host field was sent (RFC 9112 §3.2: 400).
+    pub host_repeated: bool,
     pub preconditions: Preconditions<'a>,
     pub range: Option<&'a [u8]>,
     pub if_range: Option<&'a [u8]>,
@@ -76,11 +93,23 @@ impl<'a> RequestHead<'a> {
         }
     }
 
+    /// The authority of an absolute-form target (`http://a.test:8080/p` gives `a.test:8080`).
+    pub fn target_authority(target: &'a str) -> Option<&'a str> {
+        if target.starts_with('/') {
+            return None;
+        }
+        let after = &target[target.find("://")? + 3..];
+        Some(&after[..after.find(['/', '?']).unwrap_or(after.len())])
+    }
+
     /// Records a header if it is one handlers use. Names are compared case-insensitively.
     pub fn note_header(&mut self, name: &[u8], value: &'a [u8]) {
         // Dispatch on length first: cheap, and most headers are skipped here.
         let slot = match name.len() {
-            4 if name.eq_ignore_ascii_case(b"host") => &mut self.host,
+            4 if name.eq_ignore_ascii_case(b"host") => {
+                self.host_repeated |= self.host.is_some();
+                &mut self.host
+            }
             5 if name.eq_ignore_ascii_case(b"range") => &mut self.range,
             8 if name.eq_ignore_ascii_case(b"if-match") => &mut self.preconditions.if_match,
             8 if name.eq_ignore_ascii_case(b"if-range") => &mut self.if_range,
@@ -133,6 +162,21 @@ mod tests {
         h.note_header(b"X-Other", b"ignored");
         h.note_header(b"host", b"second");
         assert_eq!(h.host, Some(&b"a"[..]));
+        assert!(h.host_repeated, "a second Host field went unnoticed");
         assert_eq!(h.preconditions.if_none_match, Some(&b"\"x\""[..]));
+    }
+
+    #[test]
+    fn absolute_form_targets_name_their_authority() {
+        assert_eq!(
+            RequestHead::target_authority("http://a.test:8080/p?q"),
+            Some("a.test:8080")
+        );
+        assert_eq!(
+            RequestHead::target_authority("http://a.test?q"),
+            Some("a.test")
+        );
+        assert_eq!(RequestHead::target_authority("/p"), None);
+        assert_eq!(RequestHead::target_authority("*"), None);
     }
 }

@@ -79,6 +79,7 @@ pub(super) fn compile_rule(
                     ),
                     None => None,
                 },
+                upgrades: p.upgrades.iter().map(|u| u.to_ascii_lowercase()).collect(),
             },
         })),
         skiff_config::Action::Fastcgi(t)

@@ -18,21 +18,22 @@ pub fn client_ip(req: &RequestHead<'_>, trusted: &[IpNet]) -> Option<IpAddr> {
     if trusted.is_empty() || !trusted.iter().any(|n| n.contains(&peer)) {
         return Some(peer);
     }
-    let Some(xff) = req
-        .headers
-        .get("x-forwarded-for")
-        .and_then(|v| std::str::from_utf8(v).ok())
-    else {
-        return Some(peer);
-    };
+    // Every X-Forwarded-For line, in order: a proxy that appends its own line leaves the
+    // client's first line, which the client controls, on the left.
+    let lines = req.headers.all("x-forwarded-for");
     let mut client = peer;
-    for part in xff.rsplit(',') {
-        let Ok(ip) = part.trim().parse::<IpAddr>() else {
-            break; // garbage: stop trusting the chain here
+    for line in lines.iter().rev() {
+        let Ok(text) = std::str::from_utf8(line) else {
+            return Some(client);
         };
-        client = ip;
-        if !trusted.iter().any(|n| n.contains(&ip)) {
-            break;
+        for part in text.rsplit(',') {
+            let Ok(ip) = part.trim().parse::<IpAddr>() else {
+                return Some(client); // garbage: stop trusting the chain here
+            };
+            client = ip;
+            if !trusted.iter().any(|n| n.contains(&ip)) {
+                return Some(client);
+            }
         }
     }
     Some(client)
@@ -329,6 +330,47 @@ mod tests {
         assert_eq!(
             client_ip(&req_with("10.0.0.2", &bad), &trusted),
             Some("10.0.0.2".parse().unwrap())
+        );
+    }
+
+    #[test]
+    fn every_forwarded_for_line_counts_and_the_rightmost_untrusted_address_wins() {
+        // The client sent the first line; the trusted proxy appended the second.
+        let trusted: Vec<IpNet> = vec!["10.0.0.0/8".parse().unwrap()];
+        let two_lines = [
+            httparse::Header {
+                name: "X-Forwarded-For",
+                value: b"10.1.1.1",
+            },
+            httparse::Header {
+                name: "x-forwarded-for",
+                value: b"203.0.113.5",
+            },
+        ];
+        let one_line = [httparse::Header {
+            name: "X-Forwarded-For",
+            value: b"10.1.1.1, 203.0.113.5",
+        }];
+        for h in [&two_lines[..], &one_line[..]] {
+            assert_eq!(
+                client_ip(&req_with("10.0.0.2", h), &trusted),
+                Some("203.0.113.5".parse().unwrap())
+            );
+        }
+        // Trusted hops are walked back across lines.
+        let hops = [
+            httparse::Header {
+                name: "X-Forwarded-For",
+                value: b"198.51.100.7",
+            },
+            httparse::Header {
+                name: "X-Forwarded-For",
+                value: b"10.9.9.9",
+            },
+        ];
+        assert_eq!(
+            client_ip(&req_with("10.0.0.2", &hops), &trusted),
+            Some("198.51.100.7".parse().unwrap())
         );
     }
 

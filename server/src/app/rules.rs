@@ -95,8 +95,13 @@ pub fn render_location(
                 }
             }
             Piece::Host => {
-                if let Some(h) = req.host.and_then(|h| std::str::from_utf8(h).ok()) {
-                    out.push_str(h);
+                // The normalised name, without the port (nginx's `$host`); the connection
+                // layer has refused a Host that does not parse.
+                if let Some(a) = req
+                    .host
+                    .and_then(|h| skiff_http::host::parse_authority(h).ok())
+                {
+                    out.push_str(&a.name);
                 }
             }
             Piece::Scheme => out.push_str("http"),

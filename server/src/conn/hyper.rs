@@ -115,6 +115,31 @@ async fn handle(
 ) -> Response<RecordedBody> {
     let started = Instant::now();
     let (parts, body) = req.into_parts();
+    // Both framings at once is a smuggling attempt (the fast path refuses it the same way).
+    if parts.headers.contains_key(http::header::TRANSFER_ENCODING)
+        && parts.headers.contains_key(CONTENT_LENGTH)
+    {
+        let mut resp = into_response(Reply::error(StatusCode::BAD_REQUEST), false, 0);
+        resp.headers_mut()
+            .insert(http::header::CONNECTION, HeaderValue::from_static("close"));
+        let meta = RequestMeta {
+            remote,
+            method: parts.method.clone(),
+            uri: parts.uri.clone(),
+            protocol: Protocol::of(parts.version),
+            referer: None,
+            user_agent: None,
+            started,
+        };
+        let outcome = Outcome {
+            vhost: "unknown",
+            status: 400,
+            body_bytes: 0,
+            cache_hit: None,
+            pool: None,
+        };
+        return resp.map(|b| RecordedBody::new(b.boxed(), meta, outcome, started));
+    }
     let meta = RequestMeta {
         remote,
         method: parts.method.clone(),
@@ -190,9 +215,11 @@ fn request_head(parts: &http::request::Parts, peer: std::net::IpAddr) -> Request
     for (name, value) in parts.headers.iter() {
         head.note_header(name.as_str().as_bytes(), value.as_bytes());
     }
-    // HTTP/2 carries the host in :authority.
-    if head.host.is_none() {
-        head.host = parts.uri.authority().map(|a| a.as_str().as_bytes());
+    // An absolute-form target's authority replaces Host (RFC 9112 §3.2.2); HTTP/2
+    // carries the host in :authority, which takes precedence the same way.
+    if let Some(authority) = parts.uri.authority() {
+        head.host = Some(authority.as_str().as_bytes());
+        head.host_repeated = false;
     }
     head.headers = HeaderSource::Map(&parts.headers);
     head.peer = Some(peer);

@@ -1,5 +1,5 @@
 //! What every connection path decides the same way before and after the configuration
-//! answers: a missing Host, the `*` target, the cache outcome of a reply, and "draining
+//! answers: a missing, repeated or invalid Host, the `*` target, the cache outcome of a reply, and "draining
 //! means close".
 
 use super::record::Protocol;
@@ -9,16 +9,21 @@ use crate::http::request::RequestHead;
 use crate::shutdown::{Phase, ShutdownControl};
 use http::{Method, StatusCode};
 
-/// RFC 9112 §3.2: an HTTP/1.1 request without Host is rejected (and its connection
-/// closed). HTTP/2 carries the host in `:authority`, which the request view reads.
-pub fn lacks_required_host(head: &RequestHead<'_>, protocol: Protocol) -> bool {
-    protocol == Protocol::Http11 && head.host.is_none()
+/// A head whose host cannot be trusted, answered 400 (and its connection closed): an
+/// HTTP/1.1 request without Host, or with two (RFC 9112 §3.2), or a Host (or target
+/// authority, or `:authority`) that is not a valid `host[:port]`, which would otherwise
+/// be routed on its prefix and echoed into redirects and backends.
+pub fn host_refused(head: &RequestHead<'_>, protocol: Protocol) -> bool {
+    match head.host {
+        None => protocol == Protocol::Http11,
+        Some(h) => head.host_repeated || skiff_http::host::parse_authority(h).is_err(),
+    }
 }
 
 /// Routes a request: the checks every protocol shares, then the configuration.
 #[inline]
 pub fn route(app: &App, head: &RequestHead<'_>, protocol: Protocol) -> Routed {
-    if lacks_required_host(head, protocol) {
+    if host_refused(head, protocol) {
         return Routed::Reply {
             reply: Reply::error(StatusCode::BAD_REQUEST),
             vhost: "unknown",

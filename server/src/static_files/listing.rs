@@ -55,15 +55,7 @@ pub fn escape_html(s: &str) -> String {
 
 /// Percent-encodes everything but unreserved characters, so a name is always one path segment.
 fn encode_href(name: &str) -> String {
-    let mut out = String::with_capacity(name.len());
-    for b in name.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(b as char);
-        } else {
-            let _ = write!(out, "%{b:02X}");
-        }
-    }
-    out
+    skiff_http::path::percent_encode(name, false)
 }
 
 #[cfg(test)]

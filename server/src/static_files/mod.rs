@@ -103,10 +103,9 @@ impl StaticFiles {
                 reply
             }
             Lookup::RedirectToSlash => {
-                let mut location = String::with_capacity(
-                    req.path.len() + 1 + req.query.map_or(0, |q| q.len() + 1),
-                );
-                location.push_str(req.path);
+                // From the cleaned path, not the raw one: `//evil.example/../docs` must
+                // not become a scheme-relative `Location: //evil.example/../docs/`.
+                let mut location = skiff_http::path::percent_encode(path.as_str(), true);
                 location.push('/');
                 if let Some(q) = req.query {
                     location.push('?');

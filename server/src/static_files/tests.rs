@@ -118,6 +118,10 @@ fn directories_redirect_index_and_listing() {
     });
     assert_eq!(r.status, StatusCode::MOVED_PERMANENTLY);
     assert_eq!(header(&r, "location"), Some("/docs/?x=1"));
+    // The redirect is built from the cleaned path: never a scheme-relative URL.
+    let r = s.files.respond(&get("//evil.example/../docs"));
+    assert_eq!(r.status, StatusCode::MOVED_PERMANENTLY);
+    assert_eq!(header(&r, "location"), Some("/docs/"));
     let r = s.files.respond(&get("/docs/"));
     assert_eq!(r.status, StatusCode::OK);
     assert_eq!(body(&r), b"<h1>docs</h1>");

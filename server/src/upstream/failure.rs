@@ -17,6 +17,9 @@ pub(super) enum Failure {
     /// A kept connection turned out closed before answering.
     #[error("kept connection was closed")]
     Stale,
+    /// The script a PHP-style path names does not exist (404, the backend is not asked).
+    #[error("no script {0}")]
+    NoScript(String),
     /// The client, not the backend: its body stalled, grew too large or broke off.
     #[error("{0}")]
     Client(ClientBodyError),
@@ -30,6 +33,7 @@ impl Failure {
             Failure::Protocol(_) => "protocol",
             Failure::Io(_) => "io",
             Failure::Stale => "stale",
+            Failure::NoScript(_) => "no_script",
             Failure::Client(ClientBodyError::Timeout) => "client_timeout",
             Failure::Client(ClientBodyError::TooLarge(_)) => "body_too_large",
             Failure::Client(ClientBodyError::Io(_)) => "client_body",
@@ -40,6 +44,7 @@ impl Failure {
     pub(super) fn status(&self) -> StatusCode {
         match self {
             Failure::Timeout => StatusCode::GATEWAY_TIMEOUT,
+            Failure::NoScript(_) => StatusCode::NOT_FOUND,
             Failure::Client(ClientBodyError::TooLarge(_)) => StatusCode::PAYLOAD_TOO_LARGE,
             Failure::Client(ClientBodyError::Timeout) => StatusCode::REQUEST_TIMEOUT,
             Failure::Client(ClientBodyError::Io(_)) => StatusCode::BAD_REQUEST,

@@ -69,6 +69,8 @@ pub struct Pool {
     pub read_timeout: Duration,
     pub send_timeout: Duration,
     pub max_body_size: u64,
+    /// Forward header names with `_` (off: dropped, see the config field).
+    pub underscores_in_headers: bool,
     max_active: usize,
     active: AtomicUsize,
     next: AtomicUsize,
@@ -128,6 +130,7 @@ impl Pool {
             read_timeout: p.read_timeout,
             send_timeout: p.send_timeout,
             max_body_size: p.max_body_size,
+            underscores_in_headers: p.underscores_in_headers,
             max_active: p.max_active_requests,
             active: AtomicUsize::new(0),
             next: AtomicUsize::new(0),
@@ -387,6 +390,7 @@ mod tests {
             max_body_size: 1,
             max_active_requests: 2,
             keepalive: 0,
+            underscores_in_headers: false,
         };
         Pool::from_config(&cfg, "p")
     }

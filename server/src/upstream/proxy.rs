@@ -45,6 +45,58 @@ fn strip_hop_by_hop(headers: &mut HeaderMap) {
     }
 }
 
+/// The headers a backend learns the client from: Host (the rule's, or the client's Host
+/// or HTTP/2 `:authority`), the whole X-Forwarded-For list with the peer appended, and
+/// X-Forwarded-Host and -Proto set here, never passed on from the client.
+fn forwarding_headers(
+    headers: &mut HeaderMap,
+    parts: &http::request::Parts,
+    peer: SocketAddr,
+    rule_host: Option<&HeaderValue>,
+    underscores_in_headers: bool,
+) {
+    if !underscores_in_headers {
+        // As for CGI: a backend may read `X_Forwarded_For` as `X-Forwarded-For`.
+        let underscored: Vec<http::HeaderName> = headers
+            .keys()
+            .filter(|k| k.as_str().contains('_'))
+            .cloned()
+            .collect();
+        for name in underscored {
+            headers.remove(&name);
+        }
+    }
+    let client_host = parts
+        .uri
+        .authority()
+        .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
+        .or_else(|| parts.headers.get(http::header::HOST).cloned());
+    match rule_host.or(client_host.as_ref()) {
+        Some(h) => headers.insert(http::header::HOST, h.clone()),
+        None => headers.remove(http::header::HOST),
+    };
+    // Every line, in order (a proxy in front may have added its own), then the peer.
+    let mut forwarded = String::new();
+    for line in parts.headers.get_all("x-forwarded-for") {
+        if let Ok(text) = line.to_str() {
+            let text = text.trim();
+            if !text.is_empty() {
+                forwarded.push_str(text);
+                forwarded.push_str(", ");
+            }
+        }
+    }
+    forwarded.push_str(&peer.ip().to_string());
+    if let Ok(v) = HeaderValue::from_str(&forwarded) {
+        headers.insert("x-forwarded-for", v);
+    }
+    headers.insert("x-forwarded-proto", HeaderValue::from_static("http"));
+    match client_host {
+        Some(h) => headers.insert("x-forwarded-host", h),
+        None => headers.remove("x-forwarded-host"),
+    };
+}
+
 type HttpClient = hyper_util::client::legacy::Client<
     hyper_util::client::legacy::connect::HttpConnector,
     BoxedBody,
@@ -61,13 +113,21 @@ fn client() -> &'static HttpClient {
     })
 }
 
+/// What a proxy rule says about the request it forwards.
+pub(super) struct Target<'r> {
+    /// The Host the backend sees instead of the client's.
+    pub host: Option<&'r HeaderValue>,
+    /// `Upgrade` protocols that may be tunnelled (lower-case).
+    pub upgrades: &'r [String],
+}
+
 pub(super) async fn forward(
     pool: &Pool,
     slot: &mut Slot<'_>,
     mut parts: http::request::Parts,
     body: ClientBody,
     peer: SocketAddr,
-    host: Option<&HeaderValue>,
+    to: Target<'_>,
 ) -> Result<Response<BoxedBody>, (Failure, String)> {
     let idempotent_without_body =
         matches!(parts.method, Method::GET | Method::HEAD | Method::OPTIONS)
@@ -80,7 +140,14 @@ pub(super) async fn forward(
     });
     // A protocol upgrade (WebSocket): the Upgrade and Connection headers go through, and
     // on a 101 both sides' connections are spliced together.
-    let upgrade = upgrade_token(&parts.headers);
+    // Only the protocols the rule allows: a tunnel's bytes bypass every rule.
+    let upgrade = upgrade_token(&parts.headers).filter(|token| {
+        token.to_str().is_ok_and(|t| {
+            to.upgrades
+                .iter()
+                .any(|allowed| t.trim().eq_ignore_ascii_case(allowed))
+        })
+    });
     let client_upgrade = upgrade
         .is_some()
         .then(|| parts.extensions.remove::<hyper::upgrade::OnUpgrade>())
@@ -123,25 +190,7 @@ pub(super) async fn forward(
             );
             headers.insert(http::header::UPGRADE, proto.clone());
         }
-        let client_host = parts.headers.get(http::header::HOST).cloned();
-        if let Some(h) = host {
-            headers.insert(http::header::HOST, h.clone());
-        }
-        let forwarded = match parts
-            .headers
-            .get("x-forwarded-for")
-            .and_then(|v| v.to_str().ok())
-        {
-            Some(prior) => format!("{prior}, {}", peer.ip()),
-            None => peer.ip().to_string(),
-        };
-        if let Ok(v) = HeaderValue::from_str(&forwarded) {
-            headers.insert("x-forwarded-for", v);
-        }
-        headers.insert("x-forwarded-proto", HeaderValue::from_static("http"));
-        if let Some(h) = client_host {
-            headers.insert("x-forwarded-host", h);
-        }
+        forwarding_headers(headers, &parts, peer, to.host, pool.underscores_in_headers);
         match tokio::time::timeout(pool.read_timeout, client().request(req)).await {
             Err(_) => {
                 pool.report_failure_at(i, dialed);

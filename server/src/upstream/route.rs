@@ -14,8 +14,12 @@ pub enum Forwarding {
         split_path_info: bool,
         params: Vec<(String, String)>,
     },
-    /// HTTP, optionally with the Host the backend should see.
-    Http { host: Option<HeaderValue> },
+    /// HTTP, optionally with the Host the backend should see, and the `Upgrade`
+    /// protocols that may be tunnelled (lower-case).
+    Http {
+        host: Option<HeaderValue>,
+        upgrades: Vec<String>,
+    },
 }
 
 /// A rule's backend: the pool and how to forward to it.

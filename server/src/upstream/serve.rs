@@ -71,9 +71,13 @@ pub async fn serve(req: BackendRequest<'_>, metrics: &Arc<Metrics>) -> UpstreamR
     let active = InFlight::new(&handles.active);
     let start = Instant::now();
     let result = match (&route.backend.forwarding, message) {
-        (Forwarding::Http { host }, Message::Http(req)) => {
+        (Forwarding::Http { host, upgrades }, Message::Http(req)) => {
             let (parts, body) = req.into_parts();
-            proxy::forward(pool, &mut slot, parts, body, client, host.as_ref())
+            let to = proxy::Target {
+                host: host.as_ref(),
+                upgrades,
+            };
+            proxy::forward(pool, &mut slot, parts, body, client, to)
                 .await
                 .map(UpstreamResponse::from_hyper)
         }
@@ -89,7 +93,12 @@ pub async fn serve(req: BackendRequest<'_>, metrics: &Arc<Metrics>) -> UpstreamR
     let resp = match result {
         Ok(resp) => resp,
         Err((failure, endpoint)) => {
-            tracing::warn!(pool = pool.name, endpoint = endpoint.as_str(), error = %failure, "upstream request failed");
+            if matches!(failure, Failure::NoScript(_) | Failure::Client(_)) {
+                // The client's doing, not the backend's: not worth a warning per request.
+                tracing::debug!(pool = pool.name, error = %failure, "request refused");
+            } else {
+                tracing::warn!(pool = pool.name, endpoint = endpoint.as_str(), error = %failure, "upstream request failed");
+            }
             metrics.upstream_failure(pool.name, failure.reason());
             error_response(failure.status())
         }

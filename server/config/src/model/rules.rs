@@ -93,7 +93,7 @@ pub struct HeaderMatch {
 pub enum Action {
     /// Serve files from the virtual server's root.
     Static {},
-    /// Redirect. `to` may use `$1`..`$9` (regex captures), `$host`, `$scheme`, `$request_uri` (path and query), `$uri` (path) and `$args` (query).
+    /// Redirect. `to` may use `$1`..`$9` (regex captures), `$host` (the request's host name, lower-cased, without the port), `$scheme`, `$request_uri` (path and query), `$uri` (path) and `$args` (query).
     Redirect {
         /// The Location template.
         to: String,
@@ -149,6 +149,31 @@ pub struct ProxyTarget {
     /// The Host header sent to the backend; by default the client's is passed on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host: Option<String>,
+    /// `Upgrade` protocols tunnelled to the backend (case-insensitive). Only WebSocket by default: once tunnelled, the connection's bytes bypass every rule, so an `Upgrade: h2c` would reach paths a `deny` rule guards.
+    #[serde(
+        default = "default_upgrades",
+        skip_serializing_if = "is_default_upgrades"
+    )]
+    pub upgrades: Vec<String>,
+}
+
+impl ProxyTarget {
+    /// A proxy target with the defaults the parser gives.
+    pub fn new(pool: impl Into<String>) -> ProxyTarget {
+        ProxyTarget {
+            pool: pool.into(),
+            host: None,
+            upgrades: default_upgrades(),
+        }
+    }
+}
+
+fn default_upgrades() -> Vec<String> {
+    vec!["websocket".into()]
+}
+
+fn is_default_upgrades(v: &[String]) -> bool {
+    v == default_upgrades().as_slice()
 }
 
 /// A FastCGI, uwsgi or SCGI backend, and how the CGI environment is built for it.

@@ -291,7 +291,7 @@ impl Conn<'_> {
         self.last_active = started;
         self.asked = true;
         let protocol = Protocol::of_minor(minor);
-        let close = close || front::lacks_required_host(&head, protocol);
+        let close = close || front::host_refused(&head, protocol);
         let logged = Logged::of(&self.buf, &head);
         let (reply, vhost) = match front::route(&self.shared.app.load(), &head, protocol) {
             Routed::Reply { reply, vhost } => (reply, vhost),

@@ -84,18 +84,20 @@ pub(super) fn parse<'a>(
         return Parsed::Reject(StatusCode::URI_TOO_LONG);
     }
     let method = match method {
-        "GET" => Method::GET,
-        "HEAD" => Method::HEAD,
-        "OPTIONS" => Method::OPTIONS,
-        // Other methods may carry bodies and will be routed to backends: hyper's job.
-        _ => return Parsed::Handoff,
+        "GET" => Some(Method::GET),
+        "HEAD" => Some(Method::HEAD),
+        "OPTIONS" => Some(Method::OPTIONS),
+        // Other methods may carry bodies and will be routed to backends: hyper's job,
+        // once the framing has been checked below.
+        _ => None,
     };
-    head.method = method;
     head.target = target;
     let (path, query) = RequestHead::split_target(target);
     head.path = path;
     head.query = query;
-    let mut close = minor == 0;
+    // `close` wins over `keep-alive` whatever their order; HTTP/1.0 closes unless asked.
+    let (mut close_token, mut keep_alive_token) = (false, false);
+    let (mut content_length, mut transfer_encoding, mut handoff) = (false, false, false);
     let fields: &'a [httparse::Header<'a>] = req.headers;
     for h in fields {
         let name = h.name.as_bytes();
@@ -104,23 +106,37 @@ pub(super) fn parse<'a>(
                 for token in h.value.split(|&b| b == b',') {
                     let token = token.trim_ascii();
                     if token.eq_ignore_ascii_case(b"close") {
-                        close = true;
-                    } else if token.eq_ignore_ascii_case(b"keep-alive") && minor == 0 {
-                        close = false;
+                        close_token = true;
+                    } else if token.eq_ignore_ascii_case(b"keep-alive") {
+                        keep_alive_token = true;
                     } else if token.eq_ignore_ascii_case(b"upgrade") {
-                        return Parsed::Handoff;
+                        handoff = true;
                     }
                 }
             }
             14 if name.eq_ignore_ascii_case(b"content-length") => {
-                if h.value.trim_ascii() != b"0" {
-                    return Parsed::Handoff;
-                }
+                content_length = true;
+                handoff |= h.value.trim_ascii() != b"0";
             }
-            17 if name.eq_ignore_ascii_case(b"transfer-encoding") => return Parsed::Handoff,
-            6 if name.eq_ignore_ascii_case(b"expect") => return Parsed::Handoff,
+            17 if name.eq_ignore_ascii_case(b"transfer-encoding") => transfer_encoding = true,
+            6 if name.eq_ignore_ascii_case(b"expect") => handoff = true,
             _ => head.note_header(name, h.value),
         }
+    }
+    // Both framings at once is a smuggling attempt: a backend that reads the other one
+    // would see a different request (RFC 9112 §6.1; nginx refuses it too).
+    if content_length && transfer_encoding {
+        return Parsed::Reject(StatusCode::BAD_REQUEST);
+    }
+    let Some(method) = method.filter(|_| !handoff && !transfer_encoding) else {
+        return Parsed::Handoff;
+    };
+    head.method = method;
+    let close = close_token || (minor == 0 && !keep_alive_token);
+    // RFC 9112 §3.2.2: an absolute-form target's authority replaces Host.
+    if let Some(authority) = RequestHead::target_authority(target) {
+        head.host = Some(authority.as_bytes());
+        head.host_repeated = false;
     }
     head.headers = HeaderSource::H1(fields);
     Parsed::Request(Request {
@@ -184,6 +200,29 @@ mod tests {
             outcome(b"GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n").contains("close=false")
         );
         assert!(outcome(b"GET / HTTP/1.1\r\nConnection: x, Close\r\n\r\n").contains("close=true"));
+        // `close` wins over `keep-alive`, in either order.
+        for tokens in ["close, keep-alive", "keep-alive, close"] {
+            let req = format!("GET / HTTP/1.0\r\nConnection: {tokens}\r\n\r\n");
+            assert!(outcome(req.as_bytes()).contains("close=true"), "{tokens}");
+        }
+    }
+
+    #[test]
+    fn content_length_with_transfer_encoding_is_refused() {
+        for req in [
+            &b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nTransfer-Encoding: chunked\r\n\r\n"[..],
+            b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n",
+        ] {
+            assert_eq!(outcome(req), "reject 400", "{}", String::from_utf8_lossy(req));
+        }
+    }
+
+    #[test]
+    fn an_absolute_form_target_is_routed_on_its_own_authority() {
+        assert_eq!(
+            outcome(b"GET http://b.test:8080/p HTTP/1.1\r\nHost: a.test\r\n\r\n"),
+            "GET http://b.test:8080/p 1.1 close=false host=Some(\"b.test:8080\") consumed=51"
+        );
     }
 
     #[test]

@@ -57,7 +57,35 @@ fn cgi_context(
         server_port: local_port,
         content_length: Some(length),
         extra: params,
+        underscores_in_headers: route.backend.pool.underscores_in_headers,
     })
+}
+
+/// For a PHP-style split whose document root this machine can see (the virtual server's
+/// root, or a FastCGI `document_root` that exists here too): the script, if it does not
+/// exist as a file. nginx's `try_files $fastcgi_script_name =404`: php-fpm is never asked
+/// to run `/uploads/x.jpg/a.php`, which `cgi.fix_pathinfo` would resolve to the image.
+fn missing_script(route: &BackendRoute, env: &Env) -> Option<String> {
+    let Forwarding::Cgi {
+        document_root,
+        split_path_info: true,
+        ..
+    } = &route.backend.forwarding
+    else {
+        return None;
+    };
+    if route.backend.pool.protocol != PoolProtocol::Fastcgi {
+        return None;
+    }
+    if let Some(root) = document_root {
+        if *root != route.root && !std::path::Path::new(root).is_dir() {
+            return None;
+        }
+    }
+    let script = std::str::from_utf8(env.get("SCRIPT_FILENAME")?).ok()?;
+    // A stat of a local file: page-cache fast, like the static path's opens.
+    let exists = std::fs::metadata(script).is_ok_and(|m| m.is_file());
+    (!exists).then(|| script.to_owned())
 }
 
 /// Exchanges a request with a CGI pool: its environment (built here once the body's
@@ -86,6 +114,9 @@ pub(super) async fn exchange(
             (&built, body, length)
         }
     };
+    if let Some(script) = missing_script(route, env) {
+        return Err((Failure::NoScript(script), String::new()));
+    }
     let (opening, rest) = opening(pool, env, body, length)?;
     // FastCGI keep-conn: an idle connection first. It may have been closed by the backend
     // meanwhile; a request that went whole in its opening then goes again on a fresh one
