@@ -283,44 +283,6 @@ fn django_login_get_and_post_with_csrf() {
     assert_eq!(st, 403, "CSRF is enforced");
 }
 
-const ECHO_SERVER: &str = r#"
-import http.server, sys
-class H(http.server.BaseHTTPRequestHandler):
-    protocol_version = 'HTTP/1.1'
-    def answer(self):
-        n = int(self.headers.get('Content-Length') or 0)
-        body = self.rfile.read(n)
-        lines = ['%s %s' % (self.command, self.path), 'name=' + sys.argv[2]]
-        lines += ['%s: %s' % (k.lower(), v) for k, v in self.headers.items()]
-        lines.append('body-len=%d' % len(body))
-        out = ('\n'.join(lines) + '\n').encode()
-        self.send_response(200)
-        self.send_header('Content-Type', 'text/plain')
-        self.send_header('Content-Length', str(len(out)))
-        self.send_header('Connection', 'keep-alive')
-        self.send_header('X-Hop', 'kept')
-        self.end_headers()
-        self.wfile.write(out)
-    do_GET = do_POST = do_PUT = answer
-    def log_message(self, *a): pass
-host = sys.argv[3] if len(sys.argv) > 3 else '127.0.0.1'
-http.server.ThreadingHTTPServer((host, int(sys.argv[1])), H).serve_forever()
-"#;
-
-fn echo_server(dir: &Path, name: &str) -> (Backend, u16) {
-    let script = dir.join("echo_server.py");
-    std::fs::write(&script, ECHO_SERVER).unwrap();
-    let port = free_port();
-    let child = Command::new("python3")
-        .arg(&script)
-        .arg(port.to_string())
-        .arg(name)
-        .spawn()
-        .unwrap();
-    wait_connect(&format!("127.0.0.1:{port}"));
-    (Backend(child), port)
-}
-
 /// Three echo backends named PREFIX0..PREFIX2, and their endpoint list for a pool.
 fn echo_pool(dir: &Path, prefix: &str) -> (Vec<(Backend, u16)>, Vec<String>) {
     let backends: Vec<(Backend, u16)> = (0..3)

@@ -115,31 +115,6 @@ async fn handle(
 ) -> Response<RecordedBody> {
     let started = Instant::now();
     let (parts, body) = req.into_parts();
-    // Both framings at once is a smuggling attempt (the fast path refuses it the same way).
-    if parts.headers.contains_key(http::header::TRANSFER_ENCODING)
-        && parts.headers.contains_key(CONTENT_LENGTH)
-    {
-        let mut resp = into_response(Reply::error(StatusCode::BAD_REQUEST), false, 0);
-        resp.headers_mut()
-            .insert(http::header::CONNECTION, HeaderValue::from_static("close"));
-        let meta = RequestMeta {
-            remote,
-            method: parts.method.clone(),
-            uri: parts.uri.clone(),
-            protocol: Protocol::of(parts.version),
-            referer: None,
-            user_agent: None,
-            started,
-        };
-        let outcome = Outcome {
-            vhost: "unknown",
-            status: 400,
-            body_bytes: 0,
-            cache_hit: None,
-            pool: None,
-        };
-        return resp.map(|b| RecordedBody::new(b.boxed(), meta, outcome, started));
-    }
     let meta = RequestMeta {
         remote,
         method: parts.method.clone(),

@@ -188,7 +188,7 @@ pub struct CgiTarget {
     /// Script for paths ending in `/` (FastCGI), e.g. `index.php`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub index: Option<String>,
-    /// Split `/app.php/extra` into SCRIPT_NAME `/app.php` and PATH_INFO `/extra` at the first `.php` (FastCGI; PHP-style).
+    /// Split `/app.php/extra` into SCRIPT_NAME `/app.php` and PATH_INFO `/extra` at the first path component ending in `.php` (FastCGI; PHP-style). When this machine can see the document root, a script that does not exist is answered 404 without asking the backend.
     #[serde(default = "default_true", skip_serializing_if = "is_true")]
     pub split_path_info: bool,
     /// Extra parameters, added to or overriding the CGI ones.

@@ -82,6 +82,10 @@ fn missing_script(route: &BackendRoute, env: &Env) -> Option<String> {
             return None;
         }
     }
+    // Only where a script was named: other paths may be a front controller's to route.
+    if !env.get("SCRIPT_NAME")?.ends_with(b".php") {
+        return None;
+    }
     let script = std::str::from_utf8(env.get("SCRIPT_FILENAME")?).ok()?;
     // A stat of a local file: page-cache fast, like the static path's opens.
     let exists = std::fs::metadata(script).is_ok_and(|m| m.is_file());
