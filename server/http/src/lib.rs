@@ -6,6 +6,7 @@
 pub mod conditional;
 pub mod date;
 pub mod encoding;
+pub mod h1_head;
 pub mod host;
 pub mod path;
 pub mod range;

@@ -5,14 +5,14 @@
 //! answered in one batch. Anything else (h2c prior knowledge, request bodies, Expect,
 //! Upgrade, other methods) is handed to hyper together with the bytes already read.
 //!
-//! This file is the connection loop (reads, timers, batching); `parse` and `encode` work
-//! on bytes, `output` writes, `backend` serves pool requests on the connection.
+//! This file is the connection loop (reads, timers, batching); `skiff_http::h1_head`
+//! and `encode` work on bytes, `output` writes, `backend` serves pool requests on the
+//! connection.
 
 mod backend;
 mod encode;
 mod logged;
 mod output;
-mod parse;
 mod socket;
 
 use crate::app::Routed;
@@ -26,7 +26,7 @@ use bytes::Bytes;
 use http::{Method, StatusCode};
 use logged::Logged;
 use output::{BodySpan, Output, MAX_QUEUED_BYTES};
-use parse::{Parsed, MAX_HEADERS};
+use skiff_http::h1_head::{self as parse, HeadLimits, Parsed, MAX_HEADERS};
 use socket::ReadResult;
 use std::io;
 use std::net::SocketAddr;
@@ -274,7 +274,11 @@ impl Conn<'_> {
         let data = &self.buf[self.start..self.end];
         let mut head = RequestHead::default();
         let limits = &self.shared.settings.limits;
-        let req = match parse::parse(data, &mut headers, limits, &mut head) {
+        let limits = HeadLimits {
+            max_header_bytes: limits.max_header_bytes,
+            max_request_line: limits.max_request_line,
+        };
+        let req = match parse::parse(data, &mut headers, &limits, &mut head) {
             Parsed::Request(req) => req,
             Parsed::Incomplete => return Step::Incomplete,
             Parsed::Handoff => return Step::Handoff,

@@ -1,16 +1,25 @@
-//! Parsing one HTTP/1.x request head on the fast path, on bytes (no socket): a request it
-//! answers itself, "need more bytes", a hand-off to hyper, or a rejection with its status.
+//! Parsing one HTTP/1.x request head for the server's fast path, on bytes (no socket): a
+//! request it answers itself, "need more bytes", a hand-off to hyper, or a rejection
+//! with its status. Here rather than in the server so that it is fuzzed.
 
-use crate::http::request::{HeaderSource, RequestHead};
-use crate::settings::ConnLimits;
+use crate::request::{HeaderSource, RequestHead};
 use http::{Method, StatusCode};
 
-pub(super) const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-pub(super) const MAX_HEADERS: usize = 100;
+pub const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+pub const MAX_HEADERS: usize = 100;
+
+/// The size limits a head is held to.
+#[derive(Debug, Clone, Copy)]
+pub struct HeadLimits {
+    /// Request head (request line plus headers) bytes; past this: 431.
+    pub max_header_bytes: usize,
+    /// Request-line bytes; past this: 414.
+    pub max_request_line: usize,
+}
 
 /// A request head the fast path serves: GET, HEAD or OPTIONS, without a body. The
 /// handler's view of it is filled into the caller's `RequestHead`.
-pub(super) struct Request<'a> {
+pub struct Request<'a> {
     /// The header fields as httparse saw them (for a backend's CGI environment).
     pub fields: &'a [httparse::Header<'a>],
     /// 0 for HTTP/1.0, 1 for HTTP/1.1.
@@ -22,7 +31,7 @@ pub(super) struct Request<'a> {
     pub consumed: usize,
 }
 
-pub(super) enum Parsed<'a> {
+pub enum Parsed<'a> {
     Request(Request<'a>),
     /// More bytes are needed.
     Incomplete,
@@ -34,7 +43,7 @@ pub(super) enum Parsed<'a> {
 }
 
 /// RFC 9112 §2.2: empty lines before a request-line are ignored. How many bytes to skip.
-pub(super) fn leading_empty_lines(data: &[u8]) -> usize {
+pub fn leading_empty_lines(data: &[u8]) -> usize {
     data.iter()
         .position(|b| !matches!(b, b'\r' | b'\n'))
         .unwrap_or(data.len())
@@ -43,10 +52,10 @@ pub(super) fn leading_empty_lines(data: &[u8]) -> usize {
 /// Parses the request head at the start of `data` (no leading empty lines) into `head`,
 /// which the caller owns so that its few hundred bytes are written in place, not copied
 /// out (measured with callgrind).
-pub(super) fn parse<'a>(
+pub fn parse<'a>(
     data: &'a [u8],
     headers: &'a mut [httparse::Header<'a>; MAX_HEADERS],
-    limits: &ConnLimits,
+    limits: &HeadLimits,
     head: &mut RequestHead<'a>,
 ) -> Parsed<'a> {
     if data.is_empty() || (data.len() < H2_PREFACE.len() && H2_PREFACE.starts_with(data)) {
@@ -150,18 +159,11 @@ pub(super) fn parse<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
-    fn limits() -> ConnLimits {
-        ConnLimits {
+    fn limits() -> HeadLimits {
+        HeadLimits {
             max_header_bytes: 1024,
             max_request_line: 64,
-            header_timeout: Duration::from_secs(1),
-            keepalive_timeout: Duration::from_secs(1),
-            max_connections: 1,
-            body_timeout: Duration::from_secs(1),
-            body_min_rate: 1,
-            send_timeout: Duration::from_secs(1),
         }
     }
 
