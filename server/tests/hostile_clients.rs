@@ -229,3 +229,68 @@ fn the_admin_port_cuts_half_sent_heads_and_caps_its_connections() {
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(srv.admin_get("/healthz").0, 200);
 }
+
+/// An HTTP/2 client that asks for a large file but grants no flow-control window, while
+/// answering SETTINGS and PINGs like a live peer: the stream stalls with the socket
+/// writable. Returns whether the server closed the connection within `limit`.
+fn h2_zero_window_client(addr: SocketAddr, limit: Duration) -> bool {
+    let mut s = TcpStream::connect(addr).unwrap();
+    let mut out = Vec::new();
+    out.extend_from_slice(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
+    // SETTINGS: INITIAL_WINDOW_SIZE (0x4) = 0.
+    out.extend_from_slice(&[0, 0, 6, 0x4, 0, 0, 0, 0, 0, 0, 0x4, 0, 0, 0, 0]);
+    // HEADERS on stream 1, END_STREAM | END_HEADERS; HPACK without Huffman:
+    // :method GET, :scheme http, :path /big.bin, :authority a.
+    let block: Vec<u8> = [&[0x82, 0x86, 0x44, 8][..], b"/big.bin", &[0x41, 1], b"a"].concat();
+    out.extend_from_slice(&[0, 0, block.len() as u8, 0x1, 0x5, 0, 0, 0, 1]);
+    out.extend_from_slice(&block);
+    s.write_all(&out).unwrap();
+    let deadline = Instant::now() + limit;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 16384];
+    s.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    while Instant::now() < deadline {
+        match s.read(&mut chunk) {
+            Ok(0) => return true,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == ErrorKind::ConnectionReset => return true,
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+            Err(e) => panic!("read: {e}"),
+        }
+        // Answer whole frames: ACK SETTINGS and PINGs; ignore the rest.
+        while buf.len() >= 9 {
+            let len =
+                (usize::from(buf[0]) << 16) | (usize::from(buf[1]) << 8) | usize::from(buf[2]);
+            if buf.len() < 9 + len {
+                break;
+            }
+            let (kind, flags) = (buf[3], buf[4]);
+            let payload = buf[9..9 + len].to_vec();
+            buf.drain(..9 + len);
+            let reply = match (kind, flags & 0x1) {
+                (0x4, 0) => vec![0, 0, 0, 0x4, 0x1, 0, 0, 0, 0],
+                (0x6, 0) => [&[0, 0, 8, 0x6, 0x1, 0, 0, 0, 0][..], &payload].concat(),
+                _ => continue,
+            };
+            if s.write_all(&reply).is_err() {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+#[test]
+fn an_http2_stream_the_peer_grants_no_window_is_cut_off_after_the_send_timeout() {
+    let site = tempfile::tempdir().unwrap();
+    std::fs::write(site.path().join("big.bin"), vec![7u8; 1 << 20]).unwrap();
+    let srv = Server::start(
+        site.path(),
+        &["--send-timeout", "1s", "--keepalive-timeout", "60s"],
+    );
+    assert!(
+        h2_zero_window_client(srv.addr, Duration::from_secs(15)),
+        "a stalled HTTP/2 stream held its connection for 15 s"
+    );
+}

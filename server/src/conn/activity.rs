@@ -1,11 +1,15 @@
 //! What a hyper connection is doing: its requests in flight and when the last one ended,
 //! so a connection that does nothing (HTTP/2 above all, which hyper never times out) is
 //! closed and gives its permit back: after the header timeout if it never sent a
-//! request, after the keep-alive timeout between requests.
+//! request, after the keep-alive timeout between requests. It also notices a peer that
+//! takes no response data for the send timeout while holding streams open by never
+//! granting HTTP/2 flow-control window (the socket stays writable, so the I/O-level send
+//! deadline cannot see it).
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 pub(super) struct Activity {
@@ -13,10 +17,29 @@ pub(super) struct Activity {
     in_flight: AtomicUsize,
     /// Milliseconds after `opened` when the last request ended; `u64::MAX`: none yet.
     last_ended_ms: AtomicU64,
+    /// Response bodies whose last frame hyper has not come back past yet.
+    waiting_on_peer: AtomicUsize,
+    /// Milliseconds after `opened` when hyper last came back for a body frame.
+    last_taken_ms: AtomicU64,
+    /// Wakes the watcher when a request begins or a frame waits, which may bring its
+    /// deadline closer.
+    changed: Notify,
+}
+
+/// Why the connection should be closed.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Verdict {
+    Idle,
+    /// Response data waited the whole send timeout for the peer to take it.
+    Stalled,
 }
 
 /// One request in flight on the connection, until dropped (with its response body).
-pub(super) struct Busy(Arc<Activity>);
+pub(super) struct Busy {
+    activity: Arc<Activity>,
+    /// A body frame was handed to hyper and hyper has not asked for the next.
+    handed: bool,
+}
 
 impl Activity {
     pub fn new() -> Arc<Activity> {
@@ -24,40 +47,98 @@ impl Activity {
             opened: Instant::now(),
             in_flight: AtomicUsize::new(0),
             last_ended_ms: AtomicU64::new(u64::MAX),
+            waiting_on_peer: AtomicUsize::new(0),
+            last_taken_ms: AtomicU64::new(0),
+            changed: Notify::new(),
         })
     }
 
     pub fn begin(self: &Arc<Self>) -> Busy {
         self.in_flight.fetch_add(1, Ordering::Relaxed);
-        Busy(self.clone())
+        self.changed.notify_one();
+        Busy {
+            activity: self.clone(),
+            handed: false,
+        }
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.opened.elapsed().as_millis() as u64
+    }
+
+    fn at(&self, ms: u64) -> Instant {
+        self.opened + Duration::from_millis(ms)
     }
 
     /// Resolves once no request has been in flight for `between` (or, before the first
-    /// request, for `before_first` since the connection opened).
-    pub async fn idle(&self, before_first: Duration, between: Duration) {
+    /// request, for `before_first` since the connection opened), or once response data
+    /// has waited `stall` for the peer to take it.
+    pub async fn closes(
+        &self,
+        before_first: Duration,
+        between: Duration,
+        stall: Duration,
+    ) -> Verdict {
         loop {
+            let now = Instant::now();
             let due = if self.in_flight.load(Ordering::Relaxed) > 0 {
-                // Busy: look again after a while; a request's end moves the deadline.
-                Instant::now() + between
-            } else {
-                match self.last_ended_ms.load(Ordering::Relaxed) {
-                    u64::MAX => self.opened + before_first,
-                    ms => self.opened + Duration::from_millis(ms) + between,
+                if self.waiting_on_peer.load(Ordering::Relaxed) > 0 {
+                    let due = self.at(self.last_taken_ms.load(Ordering::Relaxed)) + stall;
+                    if now >= due {
+                        return Verdict::Stalled;
+                    }
+                    due
+                } else {
+                    // Busy: look again after a while; a request's end moves the deadline.
+                    now + between.min(stall)
                 }
+            } else {
+                let due = match self.last_ended_ms.load(Ordering::Relaxed) {
+                    u64::MAX => self.opened + before_first,
+                    ms => self.at(ms) + between,
+                };
+                if now >= due {
+                    return Verdict::Idle;
+                }
+                due
             };
-            if Instant::now() >= due && self.in_flight.load(Ordering::Relaxed) == 0 {
-                return;
+            tokio::select! {
+                () = tokio::time::sleep_until(due) => {}
+                () = self.changed.notified() => {}
             }
-            tokio::time::sleep_until(due).await;
+        }
+    }
+}
+
+impl Busy {
+    /// A body frame went to hyper, which writes it once the peer has room for it.
+    pub fn handed(&mut self) {
+        if !self.handed {
+            self.handed = true;
+            let a = &self.activity;
+            a.last_taken_ms.store(a.now_ms(), Ordering::Relaxed);
+            a.waiting_on_peer.fetch_add(1, Ordering::Relaxed);
+            a.changed.notify_one();
+        }
+    }
+
+    /// hyper came back for the next frame: the peer took the last one.
+    pub fn taken(&mut self) {
+        if self.handed {
+            self.handed = false;
+            let a = &self.activity;
+            a.last_taken_ms.store(a.now_ms(), Ordering::Relaxed);
+            a.waiting_on_peer.fetch_sub(1, Ordering::Relaxed);
         }
     }
 }
 
 impl Drop for Busy {
     fn drop(&mut self) {
-        let ms = self.0.opened.elapsed().as_millis() as u64;
-        self.0.last_ended_ms.store(ms, Ordering::Relaxed);
-        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
+        self.taken();
+        let a = &self.activity;
+        a.last_ended_ms.store(a.now_ms(), Ordering::Relaxed);
+        a.in_flight.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -65,13 +146,16 @@ impl Drop for Busy {
 mod tests {
     use super::*;
 
+    fn secs(n: u64) -> Duration {
+        Duration::from_secs(n)
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_connection_that_never_asks_is_idle_after_the_first_bound() {
         let a = Activity::new();
         let t0 = Instant::now();
-        a.idle(Duration::from_secs(10), Duration::from_secs(75))
-            .await;
-        assert_eq!(t0.elapsed().as_secs(), 10);
+        let verdict = a.closes(secs(10), secs(75), secs(30)).await;
+        assert_eq!((verdict, t0.elapsed().as_secs()), (Verdict::Idle, 10));
     }
 
     #[tokio::test(start_paused = true)]
@@ -81,16 +165,43 @@ mod tests {
         let busy = a.begin();
         let watch = {
             let a = a.clone();
-            tokio::spawn(async move {
-                a.idle(Duration::from_secs(10), Duration::from_secs(75))
-                    .await
-            })
+            tokio::spawn(async move { a.closes(secs(10), secs(75), secs(30)).await })
         };
         tokio::time::sleep(Duration::from_secs(200)).await;
         assert!(!watch.is_finished(), "closed while a request was in flight");
         drop(busy);
-        watch.await.unwrap();
+        assert_eq!(watch.await.unwrap(), Verdict::Idle);
         let took = t0.elapsed().as_secs();
         assert!((275..=276).contains(&took), "closed after {took} s");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_frame_the_peer_never_takes_closes_the_connection_after_the_send_timeout() {
+        let a = Activity::new();
+        let mut busy = a.begin();
+        tokio::time::sleep(secs(5)).await;
+        busy.handed();
+        let t0 = Instant::now();
+        let verdict = a.closes(secs(10), secs(75), secs(30)).await;
+        assert_eq!((verdict, t0.elapsed().as_secs()), (Verdict::Stalled, 30));
+        // Taken in time, the stream is not stalled.
+        busy.taken();
+        let b = Activity::new();
+        let mut slow = b.begin();
+        slow.handed();
+        let watch = {
+            let b = b.clone();
+            tokio::spawn(async move { b.closes(secs(10), secs(75), secs(30)).await })
+        };
+        tokio::time::sleep(secs(20)).await;
+        slow.taken();
+        slow.handed();
+        tokio::time::sleep(secs(20)).await;
+        assert!(
+            !watch.is_finished(),
+            "a peer taking data every 20 s was cut off"
+        );
+        drop(slow);
+        assert_eq!(watch.await.unwrap(), Verdict::Idle);
     }
 }

@@ -2,7 +2,7 @@
 //! path does not take. Requests are routed by the same `exchange::front` and recorded by
 //! the same exchange record as on the fast path, so both paths answer and log alike.
 
-use super::activity::Activity;
+use super::activity::{Activity, Verdict};
 use super::recorded_body::{RecordedBody, RequestMeta};
 use super::reply_body::ReplyBody;
 use super::rewind::Rewind;
@@ -94,14 +94,19 @@ pub(super) async fn serve(
                 tracing::debug!(peer = %peer, error = %e, "connection error while draining");
             }
         }
-        // hyper times out HTTP/1 heads but not an HTTP/2 connection that does nothing.
-        _ = activity.idle(limits.header_timeout, limits.keepalive_timeout) => {
-            conn.as_mut().graceful_shutdown();
-            // GOAWAY and a PING whose answer shows the peer saw it, then close; a peer
-            // that does not answer within the header timeout is dropped.
-            if tokio::time::timeout(limits.header_timeout, conn).await.is_err() {
-                tracing::debug!(peer = %peer, "idle connection did not close in time");
+        // hyper times out HTTP/1 heads but not an HTTP/2 connection that does nothing, nor
+        // one whose peer holds streams open by granting no flow-control window.
+        verdict = activity.closes(limits.header_timeout, limits.keepalive_timeout, limits.send_timeout) => {
+            tracing::debug!(peer = %peer, ?verdict, "closing the connection");
+            if verdict == Verdict::Idle {
+                conn.as_mut().graceful_shutdown();
+                // GOAWAY and a PING whose answer shows the peer saw it, then close; a
+                // peer that does not answer within the header timeout is dropped.
+                if tokio::time::timeout(limits.header_timeout, conn).await.is_err() {
+                    tracing::debug!(peer = %peer, "idle connection did not close in time");
+                }
             }
+            // A stalled stream would hold a graceful close as long: dropped at once.
         }
     }
 }

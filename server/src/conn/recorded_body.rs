@@ -62,7 +62,10 @@ impl RecordedBody {
     }
 
     /// Keeps the connection counted busy for as long as this body lives.
-    pub fn hold(&mut self, busy: Busy) {
+    /// The response is ready: until hyper asks for its body, the peer has it to take (an
+    /// HTTP/2 peer that grants no window keeps hyper from ever asking).
+    pub fn hold(&mut self, mut busy: Busy) {
+        busy.handed();
         self.busy = Some(busy);
     }
 
@@ -104,11 +107,18 @@ impl http_body::Body for RecordedBody {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<http_body::Frame<Bytes>, io::Error>>> {
+        // hyper is back for more: the frame handed last has been taken.
+        if let Some(busy) = &mut self.busy {
+            busy.taken();
+        }
         let polled = Pin::new(&mut self.inner).poll_frame(cx);
         match &polled {
             Poll::Ready(Some(Ok(frame))) => {
                 if let Some(data) = frame.data_ref() {
                     self.sent += data.len() as u64;
+                    if let Some(busy) = &mut self.busy {
+                        busy.handed();
+                    }
                 }
                 if self.inner.is_end_stream() {
                     self.record();
