@@ -33,6 +33,44 @@ pub enum HostError {
 /// Longest DNS name in text form (RFC 1035 §2.3.4, without the root dot).
 const MAX_NAME: usize = 253;
 
+/// Bytes of a DNS-style name (letters, digits, `-`, `_`, `.`), as a table: the check
+/// runs on every request.
+const NAME_BYTE: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        t[b] = matches!(b as u8, b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.');
+        b += 1;
+    }
+    t
+};
+
+/// Whether `parse_authority` would accept `raw`, in one pass without building anything
+/// (the connection layer asks this of every request's Host).
+pub fn is_valid(raw: &[u8]) -> bool {
+    if raw.first() == Some(&b'[') {
+        return parse_authority(raw).is_ok();
+    }
+    let end = raw.iter().position(|&b| b == b':').unwrap_or(raw.len());
+    let (name, port) = raw.split_at(end);
+    let name = name.strip_suffix(b".").unwrap_or(name);
+    if name.is_empty() || name.len() > MAX_NAME || name[0] == b'.' || name[name.len() - 1] == b'.' {
+        return false;
+    }
+    if !name.iter().all(|&b| NAME_BYTE[usize::from(b)]) {
+        return false;
+    }
+    // Rare enough to look for only when a name has dots next to each other at all.
+    if name.windows(2).any(|w| w == b"..") {
+        return false;
+    }
+    match port {
+        [] | [b':'] => true,
+        [b':', digits @ ..] => parse_port(digits).is_ok(),
+        _ => false,
+    }
+}
+
 /// Parses and normalises a Host value or the authority of an absolute-form target.
 /// Names are DNS-style: letters, digits, `-`, `_` and dots, or an IPv4 address; IPv6
 /// literals in brackets. Userinfo (`@`), paths, spaces and percent-encoding are refused.
@@ -77,6 +115,9 @@ pub fn parse_authority(raw: &[u8]) -> Result<Authority<'_>, HostError> {
     if name.len() > MAX_NAME {
         return Err(HostError::TooLong);
     }
+    if name.ends_with(b".") {
+        return Err(HostError::EmptyLabel);
+    }
     let mut previous = b'.';
     for (at, &byte) in name.iter().enumerate() {
         match byte {
@@ -95,17 +136,18 @@ pub fn parse_authority(raw: &[u8]) -> Result<Authority<'_>, HostError> {
 }
 
 fn parse_port(digits: &[u8]) -> Result<u16, HostError> {
-    if digits.is_empty() || digits.len() > 5 || !digits.iter().all(u8::is_ascii_digit) {
+    if digits.is_empty() || digits.len() > 5 {
         return Err(HostError::BadPort);
     }
-    digits
-        .iter()
-        .try_fold(0u32, |n, d| {
-            let n = n * 10 + u32::from(d - b'0');
-            (n <= u32::from(u16::MAX)).then_some(n)
-        })
-        .map(|n| n as u16)
-        .ok_or(HostError::BadPort)
+    let mut n = 0u32;
+    for &d in digits {
+        let v = d.wrapping_sub(b'0');
+        if v > 9 {
+            return Err(HostError::BadPort);
+        }
+        n = n * 10 + u32::from(v);
+    }
+    u16::try_from(n).map_err(|_| HostError::BadPort)
 }
 
 fn lower(text: &str) -> Cow<'_, str> {
@@ -127,6 +169,45 @@ mod tests {
 
     fn err(raw: &str) -> HostError {
         parse_authority(raw.as_bytes()).expect_err(raw)
+    }
+
+    #[test]
+    fn the_quick_check_agrees_with_the_parser() {
+        for raw in [
+            "a.test",
+            "A.Test.:8080",
+            "a.test:",
+            "10.0.0.1:80",
+            "[::1]:443",
+            "my_host.internal",
+            "a.test:80@evil.example",
+            "user@a.test",
+            "a.test/x",
+            "a b",
+            "",
+            ".",
+            ":80",
+            "a..test",
+            ".a.test",
+            "a.test..",
+            "a.test:65536",
+            "a.test:8o",
+            "a.test:80:81",
+            "[::1",
+            "[::1]x",
+            "a.",
+            "a.:1",
+            "..",
+            "a.test.:",
+        ] {
+            assert_eq!(
+                is_valid(raw.as_bytes()),
+                parse_authority(raw.as_bytes()).is_ok(),
+                "{raw:?}"
+            );
+        }
+        assert!(!is_valid("a".repeat(254).as_bytes()));
+        assert!(!is_valid("caf\u{e9}.test".as_bytes()));
     }
 
     #[test]
@@ -156,6 +237,7 @@ mod tests {
         assert_eq!(err(":80"), HostError::Empty);
         assert_eq!(err("a..test"), HostError::EmptyLabel);
         assert_eq!(err(".a.test"), HostError::EmptyLabel);
+        assert_eq!(err("a.test.."), HostError::EmptyLabel);
         assert_eq!(err("a.test:65536"), HostError::BadPort);
         assert_eq!(err("a.test:8o"), HostError::BadPort);
         assert_eq!(err("a.test:80:81"), HostError::BadPort);

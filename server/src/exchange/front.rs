@@ -16,7 +16,7 @@ use http::{Method, StatusCode};
 pub fn host_refused(head: &RequestHead<'_>, protocol: Protocol) -> bool {
     match head.host {
         None => protocol == Protocol::Http11,
-        Some(h) => head.host_repeated || skiff_http::host::parse_authority(h).is_err(),
+        Some(h) => head.host_repeated || !skiff_http::host::is_valid(h),
     }
 }
 
