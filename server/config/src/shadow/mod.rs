@@ -12,7 +12,7 @@ mod tests;
 
 use crate::model::{Action, Config, Rule};
 use crate::validate::Issue;
-use paths::Overlap;
+use paths::{Overlap, Prepared};
 
 /// An earlier rule that takes requests a later, protected rule would match.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,6 +30,11 @@ pub struct Shadowing {
 
 /// The shadowing among one virtual server's rules, by later rule, then earlier rule.
 pub fn shadowed_rules(rules: &[Rule]) -> Vec<Shadowing> {
+    let guarded = |r: &Rule| r.basic_auth.is_some() || r.access.is_some() || r.rate_limit.is_some();
+    if !rules.iter().any(guarded) {
+        return Vec::new();
+    }
+    let prepared: Vec<Prepared<'_>> = rules.iter().map(|r| Prepared::new(&r.matches)).collect();
     let mut found = Vec::new();
     for (later, protected) in rules.iter().enumerate() {
         for (earlier, first) in rules[..later].iter().enumerate() {
@@ -45,7 +50,7 @@ pub fn shadowed_rules(rules: &[Rule]) -> Vec<Shadowing> {
             if missing.is_empty() {
                 continue;
             }
-            let sample = match paths::overlap(&first.matches, &protected.matches) {
+            let sample = match paths::overlap(&prepared[earlier], &prepared[later]) {
                 Overlap::Disjoint => continue,
                 Overlap::Sample(s) => Some(s),
                 Overlap::Maybe => None,

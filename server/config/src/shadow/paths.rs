@@ -22,14 +22,39 @@ pub enum Overlap {
     Maybe,
 }
 
-pub fn overlap(a: &Match, b: &Match) -> Overlap {
+/// A rule's match with its regex compiled once, for all the pairs it is compared in.
+pub struct Prepared<'a> {
+    matches: &'a Match,
+    /// `None` without a regex; `Some(None)` for one the validator refuses.
+    pattern: Option<Option<Pattern>>,
+}
+
+impl Prepared<'_> {
+    pub fn new(matches: &Match) -> Prepared<'_> {
+        Prepared {
+            matches,
+            pattern: matches.regex.as_deref().map(Pattern::new),
+        }
+    }
+}
+
+pub fn overlap(a_prep: &Prepared<'_>, b_prep: &Prepared<'_>) -> Overlap {
+    let (a, b) = (a_prep.matches, b_prep.matches);
     let Some(method) = common_method(a, b) else {
         return Overlap::Disjoint;
     };
     let Some(headers) = common_headers(a, b) else {
         return Overlap::Disjoint;
     };
-    let path = match common_path(a, b) {
+    let mut patterns = Vec::new();
+    for pattern in [&a_prep.pattern, &b_prep.pattern].into_iter().flatten() {
+        match pattern {
+            Some(p) => patterns.push(p),
+            // The server would not load it: it matches nothing.
+            None => return Overlap::Disjoint,
+        }
+    }
+    let path = match common_path(a, b, &patterns) {
         Overlap::Sample(path) => path,
         other => return other,
     };
@@ -125,7 +150,7 @@ impl Pattern {
     }
 }
 
-fn common_path(a: &Match, b: &Match) -> Overlap {
+fn common_path(a: &Match, b: &Match, patterns: &[&Pattern]) -> Overlap {
     let exact: Vec<&str> = [&a.path, &b.path]
         .into_iter()
         .flatten()
@@ -140,13 +165,6 @@ fn common_path(a: &Match, b: &Match) -> Overlap {
         .into_iter()
         .filter(|s| !s.is_empty())
         .collect();
-    let mut patterns = Vec::new();
-    for text in [&a.regex, &b.regex].into_iter().flatten() {
-        match Pattern::new(text) {
-            Some(p) => patterns.push(p),
-            None => return Overlap::Disjoint,
-        }
-    }
     let fits = |path: &str| {
         path.starts_with('/')
             && exact.iter().all(|e| path == *e)
@@ -186,13 +204,13 @@ fn common_path(a: &Match, b: &Match) -> Overlap {
         return Overlap::Disjoint;
     }
     let extensions = extensions.unwrap_or_default();
-    if let Some(path) = samples(prefix, &extensions, &patterns).find(|p| fits(p)) {
+    if let Some(path) = samples(prefix, &extensions, patterns).find(|p| fits(p)) {
         return Overlap::Sample(path);
     }
     // Without a regex the first sample fits: a prefix extends to any extension.
     if patterns
         .iter()
-        .any(|p| disjoint(p, prefix, &extensions, &patterns))
+        .any(|p| disjoint(p, prefix, &extensions, patterns))
     {
         Overlap::Disjoint
     } else {
@@ -213,7 +231,7 @@ fn has_extension(path: &str, extensions: &[String]) -> bool {
 fn samples<'a>(
     prefix: &'a str,
     extensions: &'a [String],
-    patterns: &'a [Pattern],
+    patterns: &'a [&'a Pattern],
 ) -> impl Iterator<Item = String> + 'a {
     let root = if prefix.is_empty() { "/" } else { prefix };
     let mut bases = vec![root.to_string()];
@@ -262,7 +280,7 @@ fn join(base: &str, tail: &str) -> Vec<String> {
 }
 
 /// Whether `p`'s anchored literals rule out every path the other conditions allow.
-fn disjoint(p: &Pattern, prefix: &str, extensions: &[String], all: &[Pattern]) -> bool {
+fn disjoint(p: &Pattern, prefix: &str, extensions: &[String], all: &[&Pattern]) -> bool {
     let clash = |x: &[u8], y: &[u8]| !(x.starts_with(y) || y.starts_with(x));
     let clash_end = |x: &[u8], y: &[u8]| !(x.ends_with(y) || y.ends_with(x));
     if let Some(starts) = &p.starts {
