@@ -10,7 +10,9 @@ chart=charts/skiff
 golden=$chart/tests/golden
 "$helm" lint --strict "$chart" >/dev/null
 # The schema must refuse what the chart cannot honour.
-for bad in operator.logFormat=xml operator.image.pullPolicy=Sometimes operator.metricsPort=0 nonsense=1; do
+for bad in operator.logFormat=xml operator.image.pullPolicy=Sometimes operator.metricsPort=0 nonsense=1 \
+  networkPolicy.enabled=maybe 'networkPolicy.metricsNamespaces={Not_A_Namespace}' \
+  'networkPolicy.metricsNamespaceSelector.team=a\,b'; do
   if "$helm" template skiff "$chart" --set "$bad" >/dev/null 2>&1; then
     echo "chart-check: values.schema.json accepted $bad" >&2
     exit 1
@@ -20,7 +22,10 @@ render() { "$helm" template skiff "$chart" --namespace skiff "$@"; }
 status=0
 for case in default example; do
   args=()
-  [ "$case" = example ] && args=(--set example.enabled=true --set crds.enabled=false)
+  # The example case also names metrics namespaces, to render the operator's flags.
+  [ "$case" = example ] && args=(--set example.enabled=true --set crds.enabled=false
+    --set 'networkPolicy.metricsNamespaces={monitoring,prometheus}'
+    --set networkPolicy.metricsNamespaceSelector.team=observability)
   if [ "${1:-}" = --bless ]; then
     render "${args[@]}" >"$golden/$case.yaml"
   elif ! diff -u "$golden/$case.yaml" <(render "${args[@]}"); then

@@ -2,7 +2,8 @@
 //! real cluster:
 //! - the CRD from the Rust types is accepted by the apiserver, and every CEL case in
 //!   operator/tests/cases/refused-by-cel.yaml is refused there with its message;
-//! - a VirtualServer becomes a config, Deployment, Service and PDB that serve its site;
+//! - a VirtualServer becomes a config, Deployment, Service, PDB and NetworkPolicy that
+//!   serve its site;
 //! - reconcile is idempotent (no resourceVersion moves on a settled object), also after
 //!   the operator pod is replaced;
 //! - a child edited or deleted by hand is put back;
@@ -18,6 +19,7 @@
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
 use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
@@ -73,6 +75,9 @@ async fn resource_versions(ns: &TestNamespace) -> Vec<String> {
         resource_version::<Service>(ns, "site").await,
         resource_version::<Service>(ns, "site-metrics").await,
         resource_version::<PodDisruptionBudget>(ns, "site").await,
+        // The chart turns NetworkPolicies on; the bridge CNI does not enforce them, but
+        // the apiserver validates and stores this one.
+        resource_version::<NetworkPolicy>(ns, "site").await,
         resource_version::<VirtualServer>(ns, "site").await,
     ]
 }
@@ -599,20 +604,27 @@ async fn virtualserver_reconciles_into_a_serving_edge_farm() {
         .delete("site", &Default::default())
         .await
         .unwrap();
-    let (deployments, configs, services) = (
+    let (deployments, configs, services, policies) = (
         ns.api::<Deployment>(),
         ns.api::<ConfigMap>(),
         ns.api::<Service>(),
+        ns.api::<NetworkPolicy>(),
     );
     wait_for(
         "the children to be garbage-collected",
         Duration::from_secs(90),
         || {
-            let (d, c, s) = (deployments.clone(), configs.clone(), services.clone());
+            let (d, c, s, p) = (
+                deployments.clone(),
+                configs.clone(),
+                services.clone(),
+                policies.clone(),
+            );
             async move {
                 let gone = d.get_opt("site").await.ok()?.is_none()
                     && c.get_opt("site-config").await.ok()?.is_none()
-                    && s.get_opt("site").await.ok()?.is_none();
+                    && s.get_opt("site").await.ok()?.is_none()
+                    && p.get_opt("site").await.ok()?.is_none();
                 gone.then_some(())
             }
         },

@@ -8,7 +8,7 @@ mod live_config;
 mod metrics;
 mod render;
 
-pub use children::{Children, PoolChildren, DEFAULT_IMAGE};
+pub use children::{parse_labels, Children, NetworkPolicyConfig, PoolChildren, DEFAULT_IMAGE};
 pub use controller::{reporter, run, Context};
 pub use leader::Elector;
 pub use metrics::Metrics;

@@ -6,7 +6,7 @@ use http_body_util::Full;
 use hyper::body::Bytes;
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
-use skiff_operator::{Context, Elector, Metrics};
+use skiff_operator::{parse_labels, Context, Elector, Metrics, NetworkPolicyConfig};
 use std::convert::Infallible;
 use std::sync::Arc;
 
@@ -22,12 +22,58 @@ struct Args {
     /// Take a Lease before reconciling, so that several replicas can run (one leads).
     #[arg(long, env = "SKIFF_OPERATOR_LEADER_ELECTION", default_value_t = true, action = clap::ArgAction::Set)]
     leader_election: bool,
-    /// Namespace of the leader Lease (the operator's own).
+    /// The operator's own namespace: where its leader Lease is, and whose pods (with
+    /// --operator-pod-labels) the NetworkPolicies admit to the edge's admin port.
     #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
     lease_namespace: String,
     /// Log format: json (default) or text.
     #[arg(long, env = "SKIFF_OPERATOR_LOG_FORMAT", default_value = "json")]
     log_format: String,
+    /// Give each VirtualServer NetworkPolicies: the edge's admin port only from the
+    /// operator's pods (in --lease-namespace, with --operator-pod-labels) and the metrics
+    /// namespaces, a pool's port only from its edge pods. Off: existing ones are deleted.
+    #[arg(long, env = "SKIFF_OPERATOR_NETWORK_POLICY", default_value_t = false, action = clap::ArgAction::Set)]
+    network_policy: bool,
+    /// Labels of the operator's own pods, `key=value,...` (needed with --network-policy).
+    #[arg(long, env = "SKIFF_OPERATOR_POD_LABELS", value_delimiter = ',')]
+    operator_pod_labels: Vec<String>,
+    /// Namespaces whose pods may scrape the edge's /metrics, by name (`monitoring,...`).
+    #[arg(long, env = "SKIFF_OPERATOR_METRICS_NAMESPACES", value_delimiter = ',')]
+    metrics_namespaces: Vec<String>,
+    /// Namespaces whose pods may scrape the edge's /metrics, by label (`key=value,...`).
+    #[arg(
+        long,
+        env = "SKIFF_OPERATOR_METRICS_NAMESPACE_LABELS",
+        value_delimiter = ','
+    )]
+    metrics_namespace_labels: Vec<String>,
+}
+
+impl Args {
+    /// The NetworkPolicy settings, or `None` when they are off.
+    fn network_policy(&self) -> Result<Option<NetworkPolicyConfig>, String> {
+        if !self.network_policy {
+            return Ok(None);
+        }
+        let operator_labels = parse_labels(&self.operator_pod_labels)?;
+        // Without labels the policy would admit every pod of the operator's namespace.
+        if operator_labels.is_empty() {
+            return Err(
+                "--network-policy needs --operator-pod-labels (SKIFF_OPERATOR_POD_LABELS)".into(),
+            );
+        }
+        Ok(Some(NetworkPolicyConfig {
+            operator_namespace: self.lease_namespace.clone(),
+            operator_labels,
+            metrics_namespaces: self
+                .metrics_namespaces
+                .iter()
+                .map(|n| n.trim().to_string())
+                .filter(|n| !n.is_empty())
+                .collect(),
+            metrics_namespace_labels: parse_labels(&self.metrics_namespace_labels)?,
+        }))
+    }
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -47,6 +93,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .with(fmt.with_filter(filter))
             .init();
     }
+    let network_policy = args.network_policy()?;
     let client = kube::Client::try_default().await?;
     let metrics = Arc::new(Metrics::new());
     let recorder = kube::runtime::events::Recorder::new(client.clone(), skiff_operator::reporter());
@@ -55,6 +102,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         recorder,
         metrics: metrics.clone(),
         default_image: args.edge_image,
+        network_policy,
     });
     let listener = tokio::net::TcpListener::bind(args.listen).await?;
     tracing::info!(listen = %args.listen, "skiff-operator started");

@@ -35,7 +35,8 @@ pub enum Command {
     Serve(Box<ServeArgs>),
     /// Serve a configuration file, reloading it when it changes (or on SIGHUP).
     Run(RunArgs),
-    /// Validate a configuration file: exit 0 if it would be served, 1 with the errors if not.
+    /// Validate a configuration file: exit 0 if it would be served (warnings, such as rules
+    /// shadowing protected ones, go to stderr), 1 with the errors if not.
     Check(CheckArgs),
     /// Print the JSON Schema of the configuration file.
     ConfigSchema,
@@ -358,6 +359,7 @@ fn serve_flags(args: ServeArgs) -> Result<(), StartError> {
 fn run_file(file: ConfigFile, tuning: &TuningArgs) -> Result<(), StartError> {
     // The hash of the file's text, so the reloader knows it unchanged.
     let (cfg, hash) = file.read()?;
+    crate::reload::log_warnings(&cfg);
     let settings = settings_for(&cfg, tuning)?;
     let base = file.base();
     lifecycle::serve(
@@ -385,14 +387,20 @@ fn check(path: &std::path::Path) -> i32 {
             &RootRegistry::default(),
             &ServeOverrides::default(),
         )
-        .map(|_| hash)
+        .map(|_| (cfg, hash))
         .map_err(|message| ConfigError::InvalidFile {
             path: path.to_owned(),
             message,
         })
     });
     match verdict {
-        Ok(hash) => {
+        Ok((cfg, hash)) => {
+            // Read again for the warnings' line numbers; a file that changed in between
+            // only loses them.
+            let text = std::fs::read_to_string(path).unwrap_or_default();
+            for warning in skiff_config::yaml_warnings(&text, &cfg) {
+                eprintln!("{}: warning: {warning}", path.display());
+            }
             println!("{}: ok (hash {hash})", path.display());
             0
         }

@@ -41,6 +41,14 @@ impl ConfigFile {
     }
 }
 
+/// Logs what a configuration about to serve probably gets wrong (rules that shadow
+/// protected ones); `skiff check` prints the same with line numbers.
+pub fn log_warnings(cfg: &Config) {
+    for w in skiff_config::warnings(cfg) {
+        tracing::warn!(at = w.path.as_str(), "{}", w.message);
+    }
+}
+
 /// Fields a running process cannot change.
 fn restart_fields_changed(old: &Config, new: &Config) -> Option<&'static str> {
     if old.listen != new.listen {
@@ -93,6 +101,7 @@ pub fn reload_once(
                 overrides,
             ) {
                 Ok(app) => {
+                    log_warnings(&cfg);
                     shared.app.store(Arc::new(app));
                     shared.metrics.config_loaded(&hash);
                     Outcome::Applied(hash)

@@ -375,6 +375,41 @@ fn check_command_accepts_good_and_rejects_bad_configs() {
     );
 }
 
+#[test]
+fn check_command_warns_about_rules_that_shadow_protected_ones_and_passes() {
+    let rules = |first: &str, second: &str| {
+        format!("virtual_servers:\n  - name: a\n    default: true\n    root: www\n    rules:\n{first}{second}")
+    };
+    let assets = "      - { name: assets, match: { extensions: [css] }, action: { static: {} } }\n";
+    let admin = "      - { name: admin, match: { prefix: /admin/ }, action: { static: {} }, basic_auth: { htpasswd: htpasswd } }\n";
+    let setup = Setup::new(&rules(assets, admin));
+    let skiff = env!("CARGO_BIN_EXE_skiff");
+    let check = || {
+        Command::new(skiff)
+            .args(["check", "--config"])
+            .arg(setup.config_path())
+            .output()
+            .unwrap()
+    };
+    let out = check();
+    assert!(out.status.success(), "a warning does not fail the check");
+    assert!(String::from_utf8_lossy(&out.stdout).contains(": ok (hash "));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "skiff.yaml: warning: line 10 column 9: virtual_servers[0].rules[1]: rule \"assets\" \
+             (index 0) matches /admin/x.css before rule \"admin\" (index 1), which requires basic \
+             auth; move \"admin\" above \"assets\" or give \"assets\" the same modifiers"
+        ),
+        "{err}"
+    );
+    setup.write_config(&rules(admin, assets));
+    let out = check();
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("warning"), "{err}");
+}
+
 /// Bandwidth limits are measured by timing real transfers.
 #[test]
 fn bandwidth_limits_shape_transfers() {

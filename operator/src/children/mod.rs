@@ -1,10 +1,11 @@
 //! The objects a VirtualServer owns, built as typed values from its spec and rendered
-//! config: the config ConfigMap, the edge Deployment, its Services, HPA and
-//! PodDisruptionBudget, the workloads of `placement: pool` backends, and the cert-manager
-//! Certificate and Prometheus ServiceMonitor. Building them calls no API; the controller
+//! config: the config ConfigMap, the edge Deployment, its Services, HPA,
+//! PodDisruptionBudget and NetworkPolicy, the workloads of `placement: pool` backends (with
+//! theirs), and the cert-manager Certificate and Prometheus ServiceMonitor. Building them calls no API; the controller
 //! server-side applies them with one field manager.
 
 mod edge;
+mod network_policy;
 mod pool;
 mod third_party;
 
@@ -16,12 +17,16 @@ use crate::render::Rendered;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::{Resource, ResourceExt};
 use std::collections::BTreeMap;
 
 pub use edge::{autoscaler, config_map, deployment, disruption_budget, metrics_service, service};
+pub use network_policy::{
+    edge_network_policy, parse_labels, pool_network_policy, NetworkPolicyConfig,
+};
 pub use pool::{pool_autoscaler, pool_deployment, pool_service, pooled};
 pub use third_party::{certificate, service_monitor, tls_secret_name, Certificate, ServiceMonitor};
 
@@ -43,6 +48,9 @@ pub struct Children {
     /// Present when `spec.autoscaling` is set; otherwise an existing HPA is deleted.
     pub autoscaler: Option<HorizontalPodAutoscaler>,
     pub disruption_budget: PodDisruptionBudget,
+    /// Present when the operator runs with network policies; otherwise an existing one
+    /// is deleted.
+    pub network_policy: Option<NetworkPolicy>,
     /// The workloads of the `placement: pool` backends that run an image.
     pub pools: Vec<PoolChildren>,
     /// The headless Service Prometheus scrapes, applied always.
@@ -62,23 +70,32 @@ pub struct PoolChildren {
     pub service: Service,
     /// Present when the pool autoscales; otherwise an existing HPA is deleted.
     pub autoscaler: Option<HorizontalPodAutoscaler>,
+    /// Present when the operator runs with network policies; otherwise deleted.
+    pub network_policy: Option<NetworkPolicy>,
 }
 
 impl Children {
-    /// Builds every child from the spec (with its image defaulted) and the rendered config.
-    pub fn new(vs: &VirtualServer, rendered: &Rendered) -> Children {
+    /// Builds every child from the spec (with its image defaulted) and the rendered config;
+    /// NetworkPolicies only with `network` (the operator's settings).
+    pub fn new(
+        vs: &VirtualServer,
+        rendered: &Rendered,
+        network: Option<&NetworkPolicyConfig>,
+    ) -> Children {
         Children {
             config_map: config_map(vs, rendered),
             deployment: deployment(vs),
             service: service(vs),
             autoscaler: autoscaler(vs),
             disruption_budget: disruption_budget(vs),
+            network_policy: network.map(|n| edge_network_policy(vs, n)),
             pools: pooled(vs)
                 .map(|p| PoolChildren {
                     name: crate::render::pool_workload_name(&vs.name_any(), &p.name),
                     deployment: pool_deployment(vs, p),
                     service: pool_service(vs, p),
                     autoscaler: pool_autoscaler(vs, p),
+                    network_policy: network.map(|_| pool_network_policy(vs, p)),
                 })
                 .collect(),
             metrics_service: metrics_service(vs),

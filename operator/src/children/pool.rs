@@ -20,6 +20,11 @@ use std::collections::BTreeMap;
 /// The port a backend listens on when the pool names none.
 const DEFAULT_PORT: u16 = 9000;
 
+/// The port a pool's backend listens on.
+pub(super) fn backend_port(p: &Pool) -> u16 {
+    p.port.unwrap_or(DEFAULT_PORT)
+}
+
 /// The pools that run as their own workload: `placement: pool` with an image.
 pub fn pooled(vs: &VirtualServer) -> impl Iterator<Item = &Pool> {
     vs.spec
@@ -51,10 +56,7 @@ pub fn pool_deployment(vs: &VirtualServer, p: &Pool) -> Deployment {
         env: Some(env(&p.env)),
         command: non_empty(&p.command),
         args: non_empty(&p.args),
-        ports: Some(vec![container_port(
-            "backend",
-            p.port.unwrap_or(DEFAULT_PORT),
-        )]),
+        ports: Some(vec![container_port("backend", backend_port(p))]),
         readiness_probe: Some(Probe {
             tcp_socket: Some(TCPSocketAction {
                 port: IntOrString::String("backend".into()),
@@ -101,7 +103,7 @@ pub fn pool_service(vs: &VirtualServer, p: &Pool) -> Service {
             selector: Some(pool_labels(vs, &p.name)),
             ports: Some(vec![ServicePort {
                 name: Some("backend".into()),
-                port: p.port.unwrap_or(DEFAULT_PORT).into(),
+                port: backend_port(p).into(),
                 target_port: Some(IntOrString::String("backend".into())),
                 ..Default::default()
             }]),

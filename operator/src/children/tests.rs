@@ -233,15 +233,18 @@ fn children_hold_a_certificate_only_for_an_issuer() {
     let rendered = render::Rendered {
         yaml: "{}".into(),
         hash: "h".into(),
+        ..Default::default()
     };
     let with_secret = vs(json!({
         "hosts": ["a"], "content": { "configMap": "s" }, "tls": { "secretName": "mine" }
     }));
-    assert!(Children::new(&with_secret, &rendered).certificate.is_none());
+    assert!(Children::new(&with_secret, &rendered, None)
+        .certificate
+        .is_none());
     let with_issuer = vs(json!({
         "hosts": ["a"], "content": { "configMap": "s" }, "tls": { "issuerRef": { "name": "le" } }
     }));
-    let children = Children::new(&with_issuer, &rendered);
+    let children = Children::new(&with_issuer, &rendered, None);
     assert_eq!(
         children
             .certificate
@@ -253,4 +256,153 @@ fn children_hold_a_certificate_only_for_an_issuer() {
         Some("Issuer")
     );
     assert_eq!(children.config_map.data.unwrap()[render::CONFIG_FILE], "{}");
+}
+
+fn policy_settings() -> NetworkPolicyConfig {
+    NetworkPolicyConfig {
+        operator_namespace: "skiff-system".into(),
+        operator_labels: parse_labels(&[
+            "app.kubernetes.io/name=skiff-operator".into(),
+            "app.kubernetes.io/instance=skiff".into(),
+        ])
+        .unwrap(),
+        metrics_namespaces: vec!["monitoring".into(), "prometheus".into()],
+        metrics_namespace_labels: parse_labels(&["team=observability".into()]).unwrap(),
+    }
+}
+
+#[test]
+fn the_edge_policy_opens_the_data_port_to_all_and_the_admin_port_to_the_operator_and_metrics() {
+    let v = vs(json!({ "hosts": ["shop.example"], "content": { "configMap": "site" } }));
+    let policy = edge_network_policy(&v, &policy_settings());
+    assert_eq!(policy.metadata.name.as_deref(), Some("shop"));
+    assert_eq!(policy.metadata.namespace.as_deref(), Some("web"));
+    assert_eq!(
+        policy.metadata.owner_references.as_ref().unwrap()[0].kind,
+        "VirtualServer",
+        "deleted with its VirtualServer"
+    );
+    let json = serde_json::to_value(&policy).unwrap();
+    assert_eq!(json["apiVersion"], "networking.k8s.io/v1");
+    assert_eq!(json["kind"], "NetworkPolicy");
+    let spec = &json["spec"];
+    assert_eq!(
+        spec["podSelector"],
+        json!({ "matchLabels": { "app.kubernetes.io/name": "skiff", "app.kubernetes.io/instance": "shop" } }),
+        "the edge pods, not the pool backends"
+    );
+    assert_eq!(spec["policyTypes"], json!(["Ingress"]));
+    assert_eq!(
+        spec["ingress"][0],
+        json!({ "ports": [{ "port": 8080, "protocol": "TCP" }] }),
+        "no `from`: the data port takes every source"
+    );
+    assert_eq!(
+        spec["ingress"][1],
+        json!({
+            "ports": [{ "port": 9145, "protocol": "TCP" }],
+            "from": [
+                {
+                    "namespaceSelector": { "matchLabels": { "kubernetes.io/metadata.name": "skiff-system" } },
+                    "podSelector": { "matchLabels": {
+                        "app.kubernetes.io/instance": "skiff", "app.kubernetes.io/name": "skiff-operator"
+                    } }
+                },
+                { "namespaceSelector": { "matchLabels": { "kubernetes.io/metadata.name": "monitoring" } } },
+                { "namespaceSelector": { "matchLabels": { "kubernetes.io/metadata.name": "prometheus" } } },
+                { "namespaceSelector": { "matchLabels": { "team": "observability" } } }
+            ]
+        })
+    );
+    assert_eq!(spec["ingress"].as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn the_admin_port_is_only_the_operators_without_metrics_namespaces() {
+    let v = vs(json!({ "hosts": ["shop.example"], "content": { "configMap": "site" } }));
+    let settings = NetworkPolicyConfig {
+        metrics_namespaces: vec![],
+        metrics_namespace_labels: BTreeMap::new(),
+        ..policy_settings()
+    };
+    let json = serde_json::to_value(edge_network_policy(&v, &settings)).unwrap();
+    let from = json["spec"]["ingress"][1]["from"].as_array().unwrap();
+    assert_eq!(
+        from.len(),
+        1,
+        "an empty namespace selector would admit every namespace: {from:?}"
+    );
+    assert!(from[0]["podSelector"]["matchLabels"].is_object());
+}
+
+#[test]
+fn a_pool_policy_admits_only_its_virtual_servers_edge_pods_on_the_backend_port() {
+    let v = vs(json!({
+        "hosts": ["shop.example"], "content": { "configMap": "site" },
+        "pools": [
+            { "name": "php", "protocol": "fastcgi", "image": "php-fpm:8", "port": 9001 },
+            { "name": "app", "protocol": "uwsgi", "image": "django:1" }
+        ]
+    }));
+    let pools: Vec<_> = pooled(&v).collect();
+    let json = serde_json::to_value(pool_network_policy(&v, pools[0])).unwrap();
+    assert_eq!(json["metadata"]["name"], "shop-php");
+    assert_eq!(json["metadata"]["labels"][POOL_LABEL], "php");
+    assert_eq!(
+        json["spec"]["podSelector"]["matchLabels"],
+        json!({ "app.kubernetes.io/name": "skiff-pool", "app.kubernetes.io/instance": "shop", POOL_LABEL: "php" })
+    );
+    assert_eq!(json["spec"]["policyTypes"], json!(["Ingress"]));
+    assert_eq!(
+        json["spec"]["ingress"],
+        json!([{
+            "ports": [{ "port": 9001, "protocol": "TCP" }],
+            "from": [{ "podSelector": { "matchLabels": {
+                "app.kubernetes.io/name": "skiff", "app.kubernetes.io/instance": "shop"
+            } } }]
+        }]),
+        "a podSelector alone: edge pods of this namespace only"
+    );
+    let json = serde_json::to_value(pool_network_policy(&v, pools[1])).unwrap();
+    assert_eq!(
+        json["spec"]["ingress"][0]["ports"][0]["port"], 9000,
+        "the default backend port"
+    );
+}
+
+#[test]
+fn children_carry_network_policies_only_when_the_operator_makes_them() {
+    let v = vs(json!({
+        "hosts": ["shop.example"], "content": { "configMap": "site" },
+        "pools": [{ "name": "php", "protocol": "fastcgi", "image": "php-fpm:8" }]
+    }));
+    let rendered = render::Rendered::default();
+    let off = Children::new(&v, &rendered, None);
+    assert!(off.network_policy.is_none());
+    assert!(off.pools[0].network_policy.is_none());
+    let on = Children::new(&v, &rendered, Some(&policy_settings()));
+    assert_eq!(
+        on.network_policy.unwrap().metadata.name.as_deref(),
+        Some("shop")
+    );
+    assert_eq!(
+        on.pools[0]
+            .network_policy
+            .as_ref()
+            .unwrap()
+            .metadata
+            .name
+            .as_deref(),
+        Some("shop-php")
+    );
+}
+
+#[test]
+fn labels_are_read_from_key_value_lists() {
+    assert_eq!(
+        parse_labels(&["a=1".into(), " b.io/c=x ".into(), "".into()]).unwrap(),
+        BTreeMap::from([("a".into(), "1".into()), ("b.io/c".into(), "x".into())])
+    );
+    assert!(parse_labels(&["novalue".into()]).is_err());
+    assert!(parse_labels(&["=x".into()]).is_err());
 }

@@ -1,5 +1,6 @@
 //! Applying the children: server-side apply with the operator's field manager, deletion of
-//! the HPAs and pool workloads the spec no longer asks for.
+//! the HPAs, NetworkPolicies and pool workloads the spec (or the operator's settings) no
+//! longer asks for.
 
 use super::{key, MANAGER};
 use crate::children::{self, Children};
@@ -8,6 +9,7 @@ use crate::Result;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::NamespaceResourceScope;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use kube::{Api, Client, Resource, ResourceExt};
@@ -31,11 +33,15 @@ pub(super) async fn children(
     children: &Children,
 ) -> Result<Applied> {
     apply(client, ns, &children.config_map).await?;
+    // Each NetworkPolicy before the pods it selects, so none starts unprotected.
+    let name = vs.name_any();
+    apply_or_delete(client, ns, &name, children.network_policy.as_ref()).await?;
     let deployment = apply(client, ns, &children.deployment).await?;
     let service = apply(client, ns, &children.service).await?;
-    apply_or_delete(client, ns, &vs.name_any(), children.autoscaler.as_ref()).await?;
+    apply_or_delete(client, ns, &name, children.autoscaler.as_ref()).await?;
     apply(client, ns, &children.disruption_budget).await?;
     for pool in &children.pools {
+        apply_or_delete(client, ns, &pool.name, pool.network_policy.as_ref()).await?;
         apply(client, ns, &pool.deployment).await?;
         apply(client, ns, &pool.service).await?;
         apply_or_delete(client, ns, &pool.name, pool.autoscaler.as_ref()).await?;
@@ -113,6 +119,7 @@ async fn remove_dropped_pools(client: &Client, ns: &str, vs: &VirtualServer) -> 
         delete_if_present::<Deployment>(client, ns, &name).await?;
         delete_if_present::<Service>(client, ns, &name).await?;
         delete_if_present::<HorizontalPodAutoscaler>(client, ns, &name).await?;
+        delete_if_present::<NetworkPolicy>(client, ns, &name).await?;
     }
     Ok(())
 }

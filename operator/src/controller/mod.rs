@@ -23,6 +23,7 @@ use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
@@ -43,6 +44,9 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
     /// Edge image used when a VirtualServer names none.
     pub default_image: String,
+    /// Who may reach the edge's admin port; `None`: no NetworkPolicies (existing ones
+    /// are deleted).
+    pub network_policy: Option<crate::children::NetworkPolicyConfig>,
 }
 
 pub async fn run(ctx: Arc<Context>) {
@@ -83,6 +87,7 @@ pub async fn run(ctx: Arc<Context>) {
             wc.clone(),
         )
         .owns(Api::<PodDisruptionBudget>::all(client.clone()), wc.clone())
+        .owns(Api::<NetworkPolicy>::all(client.clone()), wc.clone())
         // A burst of edits becomes one reconcile (and at most one rollout).
         .with_config(ControllerConfig::default().debounce(Duration::from_millis(500)))
         .shutdown_on_signal()
@@ -145,7 +150,7 @@ async fn reconcile_inner(vs: &VirtualServer, ctx: &Context) -> Result<Action> {
             return Ok(Action::requeue(status::REJECTED_REQUEUE));
         }
     };
-    let children = Children::new(&vs, &rendered);
+    let children = Children::new(&vs, &rendered, ctx.network_policy.as_ref());
 
     // Applying.
     let missing = observe::missing_refs(client, &ns, &vs).await?;
@@ -171,6 +176,10 @@ async fn reconcile_inner(vs: &VirtualServer, ctx: &Context) -> Result<Action> {
     if status::write(client, &vs, &old, status).await? {
         if let Some((reason, note)) = status::event(&old, &observed) {
             publish(ctx, &vs, EventType::Normal, reason, &note).await;
+        }
+        if let Some(note) = status::warning_event(&old, &observed) {
+            let reason = EventReason::RulesShadowed;
+            publish(ctx, &vs, EventType::Warning, reason, &note).await;
         }
     }
     Ok(Action::requeue(observed.requeue_after()))

@@ -1,6 +1,6 @@
 //! The status a reconcile writes: its conditions computed from what the reconcile observed
 //! (pure functions, tested without an apiserver), the write itself (only when something
-//! changed), the Event that goes with it, and when to look again.
+//! changed), the Events that go with it, and when to look again.
 
 use super::MANAGER;
 use crate::crd::{
@@ -169,9 +169,20 @@ pub(super) fn accepted(
     let mut status = old.clone();
     status.observed_generation = generation;
     let mut set = |type_, outcome| set_condition(&mut status, generation, type_, outcome);
+    let warnings = &observed.rendered.warnings;
     set(
         ConditionType::Accepted,
-        Outcome::yes(Reason::Valid, "the generated config passed validation"),
+        Outcome::yes(
+            Reason::Valid,
+            match warnings.len() {
+                0 => "the generated config passed validation".to_string(),
+                1 => "the generated config passed validation, with a warning in status.warnings"
+                    .to_string(),
+                n => format!(
+                    "the generated config passed validation, with {n} warnings in status.warnings"
+                ),
+            },
+        ),
     );
     set(
         ConditionType::ResolvedRefs,
@@ -202,7 +213,15 @@ pub(super) fn accepted(
         .as_ref()
         .and_then(|s| s.cluster_ip.clone());
     status.config_hash = Some(observed.rendered.hash.clone());
+    status.warnings = warnings.clone();
     status
+}
+
+/// The Warning Event for an accepted spec's warnings, when they are new: the same
+/// warnings are not announced again on every reconcile.
+pub(super) fn warning_event(old: &VirtualServerStatus, observed: &Observed<'_>) -> Option<String> {
+    let warnings = &observed.rendered.warnings;
+    (!warnings.is_empty() && *warnings != old.warnings).then(|| warnings.join("\n"))
 }
 
 /// The Event for a status just written about an accepted spec, if it says something new:

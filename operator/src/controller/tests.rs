@@ -3,6 +3,7 @@
 //! applied, with which field manager, and what is (not) written into the status are pinned.
 
 use super::*;
+use crate::children::NetworkPolicyConfig;
 use crate::crd::{Condition, ConditionType, VirtualServerStatus};
 use http::{Method, Request, Response, StatusCode};
 use kube::client::Body;
@@ -12,17 +13,34 @@ use std::collections::BTreeMap;
 type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
 type Responder = tower_test::mock::SendResponse<Response<Body>>;
 
+/// The NetworkPolicy settings the chart passes by default.
+fn network_policy() -> NetworkPolicyConfig {
+    NetworkPolicyConfig {
+        operator_namespace: "skiff".into(),
+        operator_labels: BTreeMap::from([(
+            "app.kubernetes.io/name".into(),
+            "skiff-operator".into(),
+        )]),
+        ..Default::default()
+    }
+}
+
 /// A context whose client talks to the returned mock apiserver.
-fn context() -> (Arc<Context>, ApiServer) {
+fn context(network_policy: Option<NetworkPolicyConfig>) -> (Arc<Context>, ApiServer) {
     let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     let client = Client::new(service, "default");
+    let api = ApiServer {
+        handle,
+        network_policy: network_policy.is_some(),
+    };
     let ctx = Context {
         recorder: Recorder::new(client.clone(), reporter()),
         client,
         metrics: Arc::new(Metrics::new()),
         default_image: "registry.test/skiff:1".into(),
+        network_policy,
     };
-    (Arc::new(ctx), ApiServer(handle))
+    (Arc::new(ctx), api)
 }
 
 fn virtual_server(spec: Value, status: Option<&VirtualServerStatus>) -> Arc<VirtualServer> {
@@ -48,13 +66,27 @@ where
     F: std::future::Future<Output = (ApiServer, T)> + Send + 'static,
     T: Send + 'static,
 {
-    let (ctx, api) = context();
+    run_with(Some(network_policy()), vs, scenario).await
+}
+
+/// [`run`] with the operator's NetworkPolicy settings (`None`: off).
+async fn run_with<S, F, T>(
+    network_policy: Option<NetworkPolicyConfig>,
+    vs: Arc<VirtualServer>,
+    scenario: S,
+) -> (Result<Action>, T)
+where
+    S: FnOnce(ApiServer) -> F,
+    F: std::future::Future<Output = (ApiServer, T)> + Send + 'static,
+    T: Send + 'static,
+{
+    let (ctx, api) = context(network_policy);
     let scenario = scenario(api);
     let apiserver = tokio::spawn(async move {
         let (mut api, out) = scenario.await;
         // Every client clone goes with the context when reconcile returns; until then,
         // nothing more may be asked.
-        if let Some((request, _)) = api.0.next_request().await {
+        if let Some((request, _)) = api.handle.next_request().await {
             panic!(
                 "unexpected request after the scenario: {} {}",
                 request.method(),
@@ -73,7 +105,11 @@ where
     (result, out)
 }
 
-struct ApiServer(Handle);
+struct ApiServer {
+    handle: Handle,
+    /// Whether the operator applies NetworkPolicies (or deletes them).
+    network_policy: bool,
+}
 
 /// One request, its JSON body, and the way to answer it.
 struct Call {
@@ -88,7 +124,7 @@ struct Call {
 impl ApiServer {
     async fn next(&mut self) -> Call {
         let (request, respond) = self
-            .0
+            .handle
             .next_request()
             .await
             .expect("reconcile made the request");
@@ -162,6 +198,14 @@ impl ApiServer {
             .expect_apply("/api/v1/namespaces/web/configmaps/shop-config", json!({}))
             .await;
         applied.insert("configmap", configmap);
+        let policy = "/apis/networking.k8s.io/v1/namespaces/web/networkpolicies/shop";
+        if self.network_policy {
+            let policy = self.expect_apply(policy, json!({})).await;
+            applied.insert("networkpolicy", policy);
+        } else {
+            // Turned off: one left from before is deleted.
+            self.expect(Method::DELETE, policy).await.not_found();
+        }
         let rolled_out = json!({
             "metadata": { "generation": 1 },
             "status": { "observedGeneration": 1, "replicas": 2, "readyReplicas": 2,
@@ -388,6 +432,13 @@ async fn a_valid_virtual_server_gets_its_children_applied_and_is_accepted_and_re
     );
     assert_eq!(applied["pdb"]["spec"]["maxUnavailable"], 1);
     assert_eq!(applied["metrics"]["spec"]["clusterIP"], "None");
+    let policy = &applied["networkpolicy"];
+    assert_eq!(policy["apiVersion"], "networking.k8s.io/v1");
+    assert_eq!(policy["kind"], "NetworkPolicy");
+    assert_eq!(
+        policy["spec"]["podSelector"]["matchLabels"]["app.kubernetes.io/instance"],
+        "shop"
+    );
 
     // The status.
     assert_eq!(status.observed_generation, Some(3));
@@ -542,4 +593,63 @@ async fn an_invalid_config_is_refused_with_the_validators_message_and_nothing_is
     let vs = virtual_server(spec, Some(&status));
     let (result, ()) = run(vs, |api| async move { (api, ()) }).await;
     assert_eq!(result.unwrap(), Action::requeue(Duration::from_secs(300)));
+}
+
+#[tokio::test]
+async fn without_network_policies_a_left_over_one_is_deleted() {
+    let vs = virtual_server(valid_spec(), None);
+    let (result, applied) = run_with(None, vs, |mut api| async move {
+        let applied = api.accepted_children(true).await;
+        api.expect_status().await;
+        api.expect_event(EventReason::Created).await;
+        (api, applied)
+    })
+    .await;
+    assert!(result.is_ok());
+    assert!(!applied.contains_key("networkpolicy"));
+}
+
+#[tokio::test]
+async fn a_rule_shadowing_a_protected_one_is_a_status_warning_and_a_warning_event() {
+    let spec = json!({
+        "hosts": ["shop.example"], "content": { "configMap": "site" },
+        "rules": [
+            { "name": "assets", "match": { "extensions": ["css"] }, "action": { "static": {} } },
+            { "name": "internal", "match": { "prefix": "/internal/" }, "action": { "static": {} },
+              "access": { "allow": ["10.0.0.0/8"] } }
+        ]
+    });
+    let warning = "spec.rules[1]: rule \"assets\" (index 0) matches /internal/x.css before rule \
+                   \"internal\" (index 1), which requires an address allow list; move \
+                   \"internal\" above \"assets\" or give \"assets\" the same modifiers";
+    let vs = virtual_server(spec.clone(), None);
+    let (result, (status, note)) = run(vs, |mut api| async move {
+        api.accepted_children(true).await;
+        let status = api.expect_status().await;
+        api.expect_event(EventReason::Created).await;
+        let note = api.expect_event(EventReason::RulesShadowed).await;
+        (api, (status, note))
+    })
+    .await;
+    assert!(result.is_ok());
+    assert_eq!(status.warnings, [warning]);
+    assert_eq!(note, warning);
+    let accepted = condition(&status, ConditionType::Accepted);
+    assert_eq!(
+        (accepted.status.as_str(), accepted.message.as_str()),
+        (
+            "True",
+            "the generated config passed validation, with a warning in status.warnings"
+        ),
+        "a warning does not refuse the spec"
+    );
+
+    // The same warnings again: no status write, no second Event.
+    let vs = virtual_server(spec, Some(&status));
+    let (result, ()) = run(vs, |mut api| async move {
+        api.accepted_children(true).await;
+        (api, ())
+    })
+    .await;
+    assert!(result.is_ok());
 }

@@ -33,6 +33,12 @@ pub struct VirtualServerStatus {
     /// everywhere. The ConfigLive condition says how many pods are there yet.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub live_config_hash: Option<String>,
+    /// What the accepted config probably gets wrong, though it is valid: a rule that takes
+    /// requests a later rule protects with basic auth, an address list or a rate limit,
+    /// named with a sample path (`spec.rules[1]: rule "php" (index 0) matches
+    /// /admin/x.php before rule "admin" (index 1)...`). Empty when there is nothing to say.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// A status condition, shaped like metav1.Condition.
@@ -160,6 +166,8 @@ vocabulary! {
         RollingOut,
         /// A new config was delivered in place.
         Updated,
+        /// The config is valid, but a rule shadows one that is protected (status.warnings).
+        RulesShadowed,
     }
 }
 

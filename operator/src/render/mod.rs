@@ -2,6 +2,7 @@
 //! validated with the server's own config crate before anything is applied: an invalid
 //! config is never rolled out. The config is built as the config crate's typed model
 //! (the conversions are in `convert.rs`) and written with the crate's own serializer.
+//! The crate's warnings about a valid config (rules shadowing protected ones) come along.
 
 mod convert;
 
@@ -22,10 +23,13 @@ pub const HTTP_PORT: u16 = 8080;
 pub const ADMIN_PORT: u16 = 9145;
 
 /// The rendered config and its hash (the value pods report and status shows).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Rendered {
     pub yaml: String,
     pub hash: String,
+    /// What the config probably gets wrong though it is valid (rules that shadow
+    /// protected ones), as `spec.rules[i]: message`, for `status.warnings`.
+    pub warnings: Vec<String>,
 }
 
 /// Why a spec cannot become a config: the validator's message, for `Accepted=False`.
@@ -39,7 +43,18 @@ pub fn server_config(vs: &VirtualServer) -> Result<Rendered, Invalid> {
     // Parsed back as the pods will parse it, with the server's own error messages.
     config::parse_yaml(&yaml).map_err(|e| Invalid(e.to_string()))?;
     let hash = config::config_hash(&yaml);
-    Ok(Rendered { yaml, hash })
+    // The config's rules are spec.rules in the same order, so indices carry over.
+    let warnings = config
+        .virtual_servers
+        .iter()
+        .flat_map(|v| config::shadowed_rules(&v.rules))
+        .map(|s| format!("spec.rules[{}]: {}", s.later, s.message))
+        .collect();
+    Ok(Rendered {
+        yaml,
+        hash,
+        warnings,
+    })
 }
 
 /// The config model of a VirtualServer: one default virtual server for its hosts, and its

@@ -185,3 +185,28 @@ fn the_written_config_reads_back_as_the_model() {
         config::CacheConfig::default().max_file_size
     );
 }
+
+#[test]
+fn rules_shadowing_protected_ones_are_warned_about_by_their_spec_index() {
+    let spec = |rules: Value| {
+        json!({
+            "hosts": ["shop.example"], "content": { "configMap": "s" },
+            "rules": rules,
+            "pools": [{ "name": "php", "protocol": "fastcgi", "endpoints": ["php:9000"] }]
+        })
+    };
+    let php = json!({ "name": "php", "match": { "extensions": ["php"] }, "action": { "fastcgi": { "pool": "php" } } });
+    let admin = json!({ "name": "admin", "match": { "prefix": "/admin/" }, "action": { "fastcgi": { "pool": "php" } },
+                        "basicAuth": { "realm": "Admin", "secretName": "admins" }, "access": { "allow": ["10.0.0.0/8"] } });
+    let shadowed = server_config(&vs(spec(json!([php, admin])))).unwrap();
+    assert_eq!(
+        shadowed.warnings,
+        [
+            "spec.rules[1]: rule \"php\" (index 0) matches /admin/x.php before rule \"admin\" \
+          (index 1), which requires basic auth and an address allow list; move \"admin\" above \
+          \"php\" or give \"php\" the same modifiers"
+        ]
+    );
+    let ordered = server_config(&vs(spec(json!([admin, php])))).unwrap();
+    assert_eq!(ordered.warnings, Vec::<String>::new());
+}

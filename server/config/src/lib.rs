@@ -5,11 +5,13 @@
 mod hosts;
 mod locate;
 pub mod model;
+mod shadow;
 mod template;
 mod validate;
 
 pub use hosts::HostPattern;
 pub use model::*;
+pub use shadow::{shadowed_rules, warnings, Shadowing};
 pub use template::{Piece, Template};
 pub use validate::{validate, Issue};
 
@@ -50,6 +52,16 @@ pub fn parse_yaml(text: &str) -> Result<Config, ConfigError> {
     if issues.is_empty() {
         return Ok(cfg);
     }
+    Err(ConfigError::Invalid(located(text, issues)))
+}
+
+/// The [`warnings`] about a configuration parsed from `text`, located in it.
+pub fn yaml_warnings(text: &str, cfg: &Config) -> Vec<Problem> {
+    located(text, warnings(cfg))
+}
+
+/// Issues with the line and column of their path in `text`, in document order.
+fn located(text: &str, issues: Vec<Issue>) -> Vec<Problem> {
     let mut problems: Vec<Problem> = issues
         .into_iter()
         .map(|i| {
@@ -64,7 +76,7 @@ pub fn parse_yaml(text: &str) -> Result<Config, ConfigError> {
         .collect();
     // Document order; problems without a location last.
     problems.sort_by_key(|p| (p.line.unwrap_or(usize::MAX), p.column.unwrap_or(usize::MAX)));
-    Err(ConfigError::Invalid(problems))
+    problems
 }
 
 /// Renders a configuration as YAML (what the operator writes into a ConfigMap).

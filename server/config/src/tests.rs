@@ -28,7 +28,7 @@ fn the_full_example_parses_with_defaults_filled_in() {
         std::time::Duration::from_secs(10)
     );
     assert!(matches!(
-        cfg.virtual_servers[0].rules[5].action,
+        cfg.virtual_servers[0].rules[3].action,
         Action::Deny { status: 403 }
     ));
 }
@@ -241,4 +241,34 @@ fn constructed_models_match_what_the_parser_fills_in() {
         Action::Return { content_type, .. } => assert_eq!(*content_type, default_return_type()),
         other => panic!("{other:?}"),
     }
+}
+
+#[test]
+fn the_full_example_orders_its_rules_so_none_is_shadowed() {
+    let cfg = parse_yaml(FULL).unwrap();
+    let warnings: Vec<String> = yaml_warnings(FULL, &cfg)
+        .iter()
+        .map(|w| w.to_string())
+        .collect();
+    assert_eq!(warnings, Vec::<String>::new());
+}
+
+#[test]
+fn warnings_point_to_the_protected_rule() {
+    let text = minimal(
+        "    rules:\n      - { match: { extensions: [css] }, action: { static: {} } }\n      - { match: { prefix: /admin/ }, action: { static: {} }, access: { allow: [10.0.0.0/8] } }\n",
+    );
+    let cfg = parse_yaml(&text).expect("a warning does not refuse the config");
+    let warnings: Vec<String> = yaml_warnings(&text, &cfg)
+        .iter()
+        .map(|w| w.to_string())
+        .collect();
+    assert_eq!(
+        warnings,
+        [
+            "line 7 column 9: virtual_servers[0].rules[1]: rule 0 matches /admin/x.css before \
+          rule 1, which requires an address allow list; move rule 1 above rule 0 or give rule 0 \
+          the same modifiers"
+        ]
+    );
 }
