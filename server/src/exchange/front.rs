@@ -23,7 +23,13 @@ pub fn host_refused(head: &RequestHead<'_>, protocol: Protocol) -> bool {
 /// Routes a request: the checks every protocol shares, then the configuration.
 #[inline]
 pub fn route(app: &App, head: &RequestHead<'_>, protocol: Protocol) -> Routed {
-    if host_refused(head, protocol) {
+    route_checked(app, head, host_refused(head, protocol))
+}
+
+/// `route` for a caller that has already asked `host_refused` (to close the connection).
+#[inline]
+pub fn route_checked(app: &App, head: &RequestHead<'_>, host_refused: bool) -> Routed {
+    if host_refused {
         return Routed::Reply {
             reply: Reply::error(StatusCode::BAD_REQUEST),
             vhost: "unknown",

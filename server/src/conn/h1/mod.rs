@@ -295,31 +295,33 @@ impl Conn<'_> {
         self.last_active = started;
         self.asked = true;
         let protocol = Protocol::of_minor(minor);
-        let close = close || front::host_refused(&head, protocol);
+        let host_refused = front::host_refused(&head, protocol);
+        let close = close || host_refused;
         let logged = Logged::of(&self.buf, &head);
-        let (reply, vhost) = match front::route(&self.shared.app.load(), &head, protocol) {
-            Routed::Reply { reply, vhost } => (reply, vhost),
-            Routed::Upstream { route, vhost } => {
-                // A pool answers. The request has no body (those went to hyper), so it is
-                // served here too, without hyper's per-request machinery.
-                let Some(message) =
-                    backend::message(&route, &head, fields, minor, self.peer, self.local_port)
-                else {
-                    return Step::Reject(StatusCode::BAD_REQUEST);
-                };
-                self.start += consumed;
-                return Step::Backend(Box::new(BackendJob {
-                    route,
-                    message,
-                    method: head.method,
-                    vhost,
-                    close,
-                    minor,
-                    started,
-                    logged,
-                }));
-            }
-        };
+        let (reply, vhost) =
+            match front::route_checked(&self.shared.app.load(), &head, host_refused) {
+                Routed::Reply { reply, vhost } => (reply, vhost),
+                Routed::Upstream { route, vhost } => {
+                    // A pool answers. The request has no body (those went to hyper), so it is
+                    // served here too, without hyper's per-request machinery.
+                    let Some(message) =
+                        backend::message(&route, &head, fields, minor, self.peer, self.local_port)
+                    else {
+                        return Step::Reject(StatusCode::BAD_REQUEST);
+                    };
+                    self.start += consumed;
+                    return Step::Backend(Box::new(BackendJob {
+                        route,
+                        message,
+                        method: head.method,
+                        vhost,
+                        close,
+                        minor,
+                        started,
+                        logged,
+                    }));
+                }
+            };
         let close = close || front::closes_connections(&self.shared.shutdown);
         let is_head = head.method == Method::HEAD;
         let status = reply.status.as_u16();
