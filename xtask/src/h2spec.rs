@@ -20,7 +20,7 @@ const SUITE_TIMEOUT: Duration = Duration::from_secs(300);
 const START_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// h2spec's closing line, "147 tests, 146 passed, 0 skipped, 1 failed".
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, Default, PartialEq, Eq)]
 pub struct Summary {
     pub tests: u64,
     pub passed: u64,
@@ -48,6 +48,14 @@ impl Summary {
                 failed: counts[3]?,
             })
         })
+    }
+
+    /// Sums the counts of several runs.
+    fn add(&mut self, other: &Self) {
+        self.tests += other.tests;
+        self.passed += other.passed;
+        self.skipped += other.skipped;
+        self.failed += other.failed;
     }
 
     /// Every case ran and passed (a skipped case is not a pass: strict mode runs them all).
@@ -224,16 +232,12 @@ fn run_bounded(mut c: Command, limit: Duration) -> Result<(Option<i32>, String),
     ))
 }
 
-/// `cargo xtask h2spec [--release]`; with `ci_log`, the case counts also go to the log
+/// `cargo xtask h2spec [--release] [--runs N]`; with `ci_log`, the case counts also go to the log
 /// `ci` sums into its closing line.
 pub fn h2spec(args: &[String], ci_log: Option<&Path>) -> Outcome {
-    let release = match args {
-        [] => false,
-        [flag] if flag == "--release" => true,
-        _ => {
-            eprintln!("usage: cargo xtask h2spec [--release]");
-            return Err(Failed(2));
-        }
+    let Some((release, runs)) = parse_args(args) else {
+        eprintln!("usage: cargo xtask h2spec [--release] [--runs N]");
+        return Err(Failed(2));
     };
     let program = h2spec_program()?;
     let profile = if release { "release" } else { "debug" };
@@ -292,18 +296,38 @@ pub fn h2spec(args: &[String], ci_log: Option<&Path>) -> Outcome {
     wait_listening(&mut server, addr, &log)?;
 
     let port_arg = port.to_string();
-    let mut suite = Command::new(&program);
-    suite.args(["--strict", "-h", "127.0.0.1", "-p", &port_arg]);
-    let (code, text) = run_bounded(suite, SUITE_TIMEOUT)?;
-    // A server that died mid-suite fails every later case; say so rather than leave the
-    // reader to infer it from h2spec's report.
-    let died = server.0.try_wait().ok().flatten();
+    let mut total = Summary::default();
+    let mut failed_runs = 0;
+    for run in 1..=runs {
+        let mut suite = Command::new(&program);
+        suite.args(["--strict", "-h", "127.0.0.1", "-p", &port_arg]);
+        let (code, text) = run_bounded(suite, SUITE_TIMEOUT)?;
+        // A server that died mid-suite fails every later case; say so rather than leave
+        // the reader to infer it from h2spec's report.
+        if let Some(status) = server.0.try_wait().ok().flatten() {
+            println!("{}", report(&text));
+            eprintln!("xtask: skiff exited during h2spec ({status})");
+            show_log(&log);
+            return Err(Failed(1));
+        }
+        let Some(summary) = Summary::parse(&text) else {
+            eprintln!("xtask: no summary line from h2spec (exit {code:?}); its output:\n{text}");
+            show_log(&log);
+            return Err(Failed(1));
+        };
+        if runs > 1 {
+            print!("run {run}/{runs}: ");
+        }
+        println!("{}", report(&text));
+        if !(summary.all_passed() && code == Some(0)) {
+            failed_runs += 1;
+        }
+        total.add(&summary);
+    }
     drop(server);
 
-    println!("{}", report(&text));
-    let summary = Summary::parse(&text);
-    if let (Some(s), Some(log)) = (&summary, ci_log) {
-        let line = format!("{}\n", s.test_result_line());
+    if let Some(log) = ci_log {
+        let line = format!("{}\n", total.test_result_line());
         let appended = std::fs::File::options()
             .append(true)
             .open(log)
@@ -312,29 +336,34 @@ pub fn h2spec(args: &[String], ci_log: Option<&Path>) -> Outcome {
             eprintln!("xtask: cannot append to the test log: {e}");
         }
     }
-    if let Some(status) = died {
-        eprintln!("xtask: skiff exited during h2spec ({status})");
-        show_log(&log);
-        return Err(Failed(1));
+    if failed_runs == 0 {
+        println!(
+            "h2spec: all {} cases passed ({runs} run(s))",
+            total.tests / runs
+        );
+        Ok(())
+    } else {
+        eprintln!(
+            "xtask: h2spec --strict: {failed_runs} of {runs} run(s) failed; {} of {} cases passed ({} failed, {} skipped)",
+            total.passed, total.tests, total.failed, total.skipped
+        );
+        Err(Failed(1))
     }
-    match summary {
-        Some(s) if s.all_passed() && code == Some(0) => {
-            println!("h2spec: all {} cases passed", s.tests);
-            Ok(())
-        }
-        Some(s) => {
-            eprintln!(
-                "xtask: h2spec --strict: {} of {} cases passed ({} failed, {} skipped)",
-                s.passed, s.tests, s.failed, s.skipped
-            );
-            Err(Failed(1))
-        }
-        None => {
-            eprintln!("xtask: no summary line from h2spec (exit {code:?}); its output:\n{text}");
-            show_log(&log);
-            Err(Failed(1))
+}
+
+/// `[--release] [--runs N]`: the build profile, and how many times the suite runs against
+/// the same server (some failures are races, so one clean run proves little).
+fn parse_args(args: &[String]) -> Option<(bool, u64)> {
+    let (mut release, mut runs) = (false, 1);
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--release" => release = true,
+            "--runs" => runs = args.next()?.parse().ok().filter(|n| *n > 0)?,
+            _ => return None,
         }
     }
+    Some((release, runs))
 }
 
 #[cfg(test)]
@@ -384,6 +413,16 @@ mod tests {
             "{line}"
         );
         assert_eq!(crate::cmd::summary(&line), "146 passed, 1 failed");
+    }
+
+    #[test]
+    fn arguments() {
+        let args = |a: &[&str]| parse_args(&a.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        assert_eq!(args(&[]), Some((false, 1)));
+        assert_eq!(args(&["--runs", "20", "--release"]), Some((true, 20)));
+        assert_eq!(args(&["--runs", "0"]), None);
+        assert_eq!(args(&["--runs"]), None);
+        assert_eq!(args(&["--strict"]), None);
     }
 
     #[test]
