@@ -56,7 +56,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from benchlib import free_port, wait_port  # noqa: E402
 
-SKIFF = os.path.join(HERE, "..", "target", "release", "skiff")
+SKIFF = os.path.join(os.environ.get("CARGO_TARGET_DIR") or os.path.join(HERE, "..", "target"), "release", "skiff")
 H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 H2_EMPTY_SETTINGS = b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
 H2_FRAME_NAMES = {0: "DATA", 1: "HEADERS", 3: "RST_STREAM", 4: "SETTINGS", 6: "PING", 7: "GOAWAY",
@@ -534,7 +534,7 @@ def print_report(report, args):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--skiff", default=SKIFF, help="the skiff binary (default target/release/skiff)")
+    ap.add_argument("--skiff", default=SKIFF, help="the skiff binary (default: release/skiff under $CARGO_TARGET_DIR, else target/)")
     ap.add_argument("--duration", type=float, default=40.0, help="seconds the attacks and the client run")
     ap.add_argument("--slowloris", type=int, default=500)
     ap.add_argument("--slowloris-interval", type=float, default=3.0, help="seconds between header lines")

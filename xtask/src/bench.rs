@@ -51,8 +51,9 @@ fn list() {
     println!(
         "\nstatic installs the peers (scripts/install-deps.sh --bench) and builds the release\n\
          binary itself; dynamic, ab, reload and attack build target/release/skiff first (dynamic\n\
-         also installs nginx and the backends; attack needs php-fpm, from scripts/install-deps.sh); operator needs e2e/cluster up and {OPERATOR_BINARY}\n\
-         (cargo xtask images). Figures and conditions: BENCHMARKS.md."
+         also installs nginx and the backends; attack needs php-fpm, which\n\
+         scripts/install-deps.sh installs); operator needs e2e/cluster up and\n\
+         {OPERATOR_BINARY} (cargo xtask images). Figures and conditions: BENCHMARKS.md."
     );
 }
 
