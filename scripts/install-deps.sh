@@ -18,6 +18,8 @@ ls /usr/sbin/php-fpm* >/dev/null 2>&1 || need_apt+=(php-fpm)
 command -v uwsgi >/dev/null 2>&1 || need_apt+=(uwsgi)
 [ -e /usr/lib/uwsgi/plugins/python3_plugin.so ] || need_apt+=(uwsgi-plugin-python3)
 /usr/bin/python3 -c 'import django' >/dev/null 2>&1 || need_apt+=(python3-django)
+# Go builds h2spec below; the machine's /usr/local/go if there is one, else Debian's.
+command -v go >/dev/null 2>&1 || [ -x /usr/local/go/bin/go ] || need_apt+=(golang-go)
 fi
 if [[ "${1:-}" == "--bench" ]]; then
   for pair in nginx:nginx-light lighttpd:lighttpd apache2:apache2 h2o:h2o wrk:wrk h2load:nghttp2-client; do
@@ -39,4 +41,26 @@ if command -v rustup >/dev/null 2>&1; then
   for component in rustfmt clippy; do
     rustup component list --installed 2>/dev/null | grep -q "^$component" || rustup component add "$component"
   done
+fi
+
+# h2spec, the HTTP/2 conformance suite (`cargo xtask h2spec`), built from the Go module
+# proxy. Its go.mod says `module github.com/summerwind/h2spec` (no /v2), so its v2.x tags
+# are not valid module versions and the proxy refuses them: v2.6.0 is fetched as the
+# pseudo-version of the tag's commit, which `go install` checks against sum.golang.org.
+# Cached by version under ~/.cache/skiff-tools and linked onto the PATH.
+if [[ "${1:-}" != "--build" ]]; then
+  H2SPEC_VERSION=2.6.0
+  H2SPEC_COMMIT=70ac2294010887f48b18e2d64f5cccd48421fad1
+  H2SPEC_MODULE=github.com/summerwind/h2spec/cmd/h2spec@v0.0.0-20200804131034-70ac22940108
+  h2spec_dir=${SKIFF_TOOLS_CACHE:-$HOME/.cache/skiff-tools}/h2spec-$H2SPEC_VERSION
+  if ! "$h2spec_dir/h2spec" --version 2>/dev/null | grep -q "^Version: $H2SPEC_VERSION "; then
+    echo "install-deps: go install $H2SPEC_MODULE (h2spec $H2SPEC_VERSION)"
+    rm -rf "$h2spec_dir.tmp"
+    mkdir -p "$h2spec_dir.tmp"
+    # The version is set as its Makefile does, so `h2spec --version` names what this is.
+    (cd /tmp && PATH=/usr/local/go/bin:$PATH CGO_ENABLED=0 GOBIN="$h2spec_dir.tmp" GOFLAGS=-buildvcs=false \
+      go install -trimpath -ldflags "-s -w -X main.VERSION=$H2SPEC_VERSION -X main.COMMIT=$H2SPEC_COMMIT" "$H2SPEC_MODULE")
+    rm -rf "$h2spec_dir" && mv "$h2spec_dir.tmp" "$h2spec_dir"
+  fi
+  ln -sfn "$h2spec_dir/h2spec" /usr/local/bin/h2spec
 fi

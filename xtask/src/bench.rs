@@ -29,6 +29,11 @@ const BENCHES: &[(&str, &str, &str)] = &[
         "python3 bench/reload_under_load.py [--seconds 10] [--reloads 25] [--connections 50]",
     ),
     (
+        "attack",
+        "slowloris, slow bodies, non-reading and idle h2c clients while a client measures latency",
+        "python3 bench/attack.py [--duration 40] [--slowloris 500] [--limit body_timeout=20s] [--json out.json]",
+    ),
+    (
         "operator",
         "300 VirtualServers reconciled by the operator on the local cluster (needs e2e/cluster up)",
         "python3 bench/operator_scale.py [--count 300]",
@@ -45,9 +50,10 @@ fn list() {
     }
     println!(
         "\nstatic installs the peers (scripts/install-deps.sh --bench) and builds the release\n\
-         binary itself; dynamic, ab and reload build target/release/skiff first (dynamic also\n\
-         installs nginx and the backends); operator needs e2e/cluster up and {OPERATOR_BINARY}\n\
-         (cargo xtask images). Figures and conditions: BENCHMARKS.md."
+         binary itself; dynamic, ab, reload and attack build target/release/skiff first (dynamic\n\
+         also installs nginx and the backends; attack needs php-fpm, which\n\
+         scripts/install-deps.sh installs); operator needs e2e/cluster up and\n\
+         {OPERATOR_BINARY} (cargo xtask images). Figures and conditions: BENCHMARKS.md."
     );
 }
 
@@ -87,6 +93,11 @@ pub fn bench(args: &[String]) -> Outcome {
             release_build()?;
             step("reloads under load: bench/reload_under_load.py");
             run(python("bench/reload_under_load.py"))
+        }
+        "attack" => {
+            release_build()?;
+            step("attacks under load: bench/attack.py");
+            run(python("bench/attack.py"))
         }
         "operator" => {
             if !Path::new(OPERATOR_BINARY).exists()
