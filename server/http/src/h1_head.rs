@@ -40,6 +40,17 @@ pub enum Parsed<'a> {
     Handoff,
     /// Malformed or over a limit: answered with this status, then the connection closes.
     Reject(StatusCode),
+    /// Not an HTTP/1.x request line: closed without an answer.
+    Drop,
+}
+
+/// Whether the request line's third word starts like an HTTP version (`HTTP/`).
+fn names_http_version(data: &[u8]) -> bool {
+    let line = &data[..data.iter().position(|&b| b == b'\n').unwrap_or(data.len())];
+    line.split(|&b| b == b' ')
+        .filter(|w| !w.is_empty())
+        .nth(2)
+        .is_some_and(|w| w.starts_with(b"HTTP/"))
 }
 
 /// RFC 9112 §2.2: empty lines before a request-line are ignored. How many bytes to skip.
@@ -83,6 +94,9 @@ pub fn parse<'a>(
             return Parsed::Reject(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE)
         }
         Err(httparse::Error::Version) if data.starts_with(b"PRI ") => return Parsed::Handoff,
+        // Not HTTP/1.x at all (an invalid HTTP/2 preface, another protocol): an HTTP/1.1
+        // 400 would only be garbage to such a peer, so the connection just closes.
+        Err(httparse::Error::Version) if !names_http_version(data) => return Parsed::Drop,
         Err(_) => return Parsed::Reject(StatusCode::BAD_REQUEST),
     };
     let (Some(method), Some(target), Some(minor)) = (req.method, req.path, req.version) else {
@@ -183,6 +197,7 @@ mod tests {
             Parsed::Incomplete => "incomplete".into(),
             Parsed::Handoff => "handoff".into(),
             Parsed::Reject(s) => format!("reject {}", s.as_u16()),
+            Parsed::Drop => "drop".into(),
         }
     }
 
@@ -256,6 +271,9 @@ mod tests {
             outcome(b"GET / HTTP/1.1\r\nbad header\r\n\r\n"),
             "reject 400"
         );
+        assert_eq!(outcome(b"GET / HTTP/9.9\r\n\r\n"), "reject 400");
+        // An invalid HTTP/2 preface (h2spec 3.5/2) is no HTTP/1.x request: no answer.
+        assert_eq!(outcome(b"INVALID CONNECTION PREFACE\r\n\r\n"), "drop");
     }
 
     #[test]

@@ -16,6 +16,7 @@ use crate::state::Shared;
 use crate::upstream::{self, BackendRequest, ClientBody, Message};
 use http::header::{CONTENT_LENGTH, DATE, SERVER};
 use http::{HeaderValue, Method, Request, Response, StatusCode};
+use http_body::Body as _;
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
@@ -26,6 +27,12 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::net::TcpStream;
+
+/// How long an idle connection's GOAWAY waits for the peer's PING answer.
+const GOAWAY_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The most of an unread request body the hyper path reads and drops before answering.
+const DRAIN_LIMIT: usize = 64 * 1024;
 
 pub(super) async fn serve(
     io: SendDeadline<Rewind<TcpStream>>,
@@ -101,8 +108,9 @@ pub(super) async fn serve(
             if verdict == Verdict::Idle {
                 conn.as_mut().graceful_shutdown();
                 // GOAWAY and a PING whose answer shows the peer saw it, then close; a
-                // peer that does not answer within the header timeout is dropped.
-                if tokio::time::timeout(limits.header_timeout, conn).await.is_err() {
+                // live peer answers within a round trip, one that does not is dropped.
+                let grace = limits.header_timeout.min(GOAWAY_GRACE);
+                if tokio::time::timeout(grace, conn).await.is_err() {
                     tracing::debug!(peer = %peer, "idle connection did not close in time");
                 }
             }
@@ -157,6 +165,15 @@ async fn handle(
             return resp.map(|body| RecordedBody::new(body, meta, outcome, head_ready));
         }
     };
+    // A body still arriving for a reply that does not read it (a static file, a
+    // redirect) is read and dropped first, within bounds, so the stream ends as HTTP/2
+    // expects and its frames are still checked (h2spec 8.1, 8.1.2.6); past the bound,
+    // hyper resets the stream (HTTP/2) or closes (HTTP/1.1) as before.
+    if !body.is_end_stream() {
+        let mut rest = ClientBody::stream(body, body_deadline(shared));
+        rest.limit(DRAIN_LIMIT as u64);
+        let _ = rest.gather(DRAIN_LIMIT).await;
+    }
     let head_only = head.method == Method::HEAD;
     let outcome = Outcome {
         vhost,

@@ -51,6 +51,8 @@ enum Step {
     Incomplete,
     Handoff,
     Reject(StatusCode),
+    /// Not HTTP/1.x: close without an answer.
+    Drop,
 }
 
 /// A response queued in the current batch, recorded once the batch is written.
@@ -181,6 +183,10 @@ impl Conn<'_> {
                         self.flush().await?;
                         return Ok(false);
                     }
+                    Step::Drop => {
+                        self.flush().await?;
+                        return Ok(false);
+                    }
                 }
             }
             self.flush().await?;
@@ -283,6 +289,7 @@ impl Conn<'_> {
             Parsed::Incomplete => return Step::Incomplete,
             Parsed::Handoff => return Step::Handoff,
             Parsed::Reject(status) => return Step::Reject(status),
+            Parsed::Drop => return Step::Drop,
         };
         let parse::Request {
             fields,
