@@ -3,7 +3,7 @@
 //! means close".
 
 use super::record::Protocol;
-use crate::app::{App, Routed};
+use crate::app::{App, Routed, Verdict};
 use crate::http::reply::Reply;
 use crate::http::request::RequestHead;
 use crate::shutdown::{Phase, ShutdownControl};
@@ -18,6 +18,18 @@ pub fn lacks_required_host(head: &RequestHead<'_>, protocol: Protocol) -> bool {
 /// Routes a request: the checks every protocol shares, then the configuration.
 #[inline]
 pub fn route(app: &App, head: &RequestHead<'_>, protocol: Protocol) -> Routed {
+    route_with_verdict(app, head, protocol, None)
+}
+
+/// `route`, for a request routed again once its `Routed::Verify` ran (`verdict`), with
+/// the same `App` generation.
+#[inline]
+pub fn route_with_verdict(
+    app: &App,
+    head: &RequestHead<'_>,
+    protocol: Protocol,
+    verdict: Option<&Verdict>,
+) -> Routed {
     if lacks_required_host(head, protocol) {
         return Routed::Reply {
             reply: Reply::error(StatusCode::BAD_REQUEST),
@@ -30,7 +42,10 @@ pub fn route(app: &App, head: &RequestHead<'_>, protocol: Protocol) -> Routed {
             vhost: "unknown",
         };
     }
-    app.respond(head)
+    match verdict {
+        Some(v) => app.respond_verified(head, v),
+        None => app.respond(head),
+    }
 }
 
 /// `OPTIONS *` asks about the server as a whole; nothing else may use `*`.

@@ -15,7 +15,7 @@ mod output;
 mod parse;
 mod socket;
 
-use crate::app::Routed;
+use crate::app::{Routed, Verdict, Verification};
 use crate::conn::file_send::FileSendPolicy;
 use crate::exchange::{front, Exchange, Outcome, Protocol};
 use crate::http::request::RequestHead;
@@ -51,6 +51,9 @@ enum Step {
     Incomplete,
     Handoff,
     Reject(StatusCode),
+    /// Basic auth needs a bcrypt first. The request stays buffered, to be routed again
+    /// with the verdict; the instant is when it was first routed, for its record.
+    Verify(Verification, Instant),
 }
 
 /// A response queued in the current batch, recorded once the batch is written.
@@ -134,10 +137,11 @@ impl Conn<'_> {
             (self.last_active + keepalive).into(),
         ));
         let mut timer_for_partial = false;
+        let mut verified = None;
         loop {
             // Answer every complete request already buffered.
             loop {
-                match self.next_request() {
+                match self.next_request(verified.take()) {
                     Step::Complete(keep_alive) => {
                         if !keep_alive {
                             self.flush().await?;
@@ -172,6 +176,13 @@ impl Conn<'_> {
                     Step::Handoff => {
                         self.flush().await?;
                         return Ok(true);
+                    }
+                    Step::Verify(verification, started) => {
+                        // Earlier pipelined responses go first; bcrypt runs on the
+                        // verification pool while this connection (not the thread) waits.
+                        self.flush().await?;
+                        let verdict = verification.run(&self.shared.metrics).await;
+                        verified = Some((verdict, started));
                     }
                     Step::Reject(status) => {
                         self.out.queue_error(status);
@@ -253,8 +264,9 @@ impl Conn<'_> {
     }
 
     /// Parses the next buffered request and answers it: a reply is queued, a backend
-    /// request is returned to be served.
-    fn next_request(&mut self) -> Step {
+    /// request is returned to be served. `verified` is the verdict (and first routing) of
+    /// this same request when basic auth sent it to verification.
+    fn next_request(&mut self, verified: Option<(Verdict, Instant)>) -> Step {
         self.start += parse::leading_empty_lines(&self.buf[self.start..self.end]);
         let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
         let data = &self.buf[self.start..self.end];
@@ -273,13 +285,16 @@ impl Conn<'_> {
             consumed,
         } = req;
         head.peer = Some(self.peer.ip());
-        let started = Instant::now();
-        self.last_active = started;
+        self.last_active = Instant::now();
+        let started = verified.map_or(self.last_active, |(_, first)| first);
         let protocol = Protocol::of_minor(minor);
         let close = close || front::lacks_required_host(&head, protocol);
         let logged = Logged::of(&self.buf, &head);
-        let (reply, vhost) = match front::route(&self.shared.app.load(), &head, protocol) {
+        let verdict = verified.as_ref().map(|(v, _)| v);
+        let app = &self.shared.app.load();
+        let (reply, vhost) = match front::route_with_verdict(app, &head, protocol, verdict) {
             Routed::Reply { reply, vhost } => (reply, vhost),
+            Routed::Verify(verification) => return Step::Verify(verification, started),
             Routed::Upstream { route, vhost } => {
                 // A pool answers. The request has no body (those went to hyper), so it is
                 // served here too, without hyper's per-request machinery.
