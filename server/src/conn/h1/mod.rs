@@ -52,8 +52,9 @@ enum Step {
     Handoff,
     Reject(StatusCode),
     /// Basic auth needs a bcrypt first. The request stays buffered, to be routed again
-    /// with the verdict; the instant is when it was first routed, for its record.
-    Verify(Verification, Instant),
+    /// with the verdict; the instant is when it was first routed, for its record. Boxed,
+    /// as is the verdict, so every idle connection's future grows by 40 bytes, not 152.
+    Verify(Box<(Verification, Instant)>),
 }
 
 /// A response queued in the current batch, recorded once the batch is written.
@@ -177,12 +178,13 @@ impl Conn<'_> {
                         self.flush().await?;
                         return Ok(true);
                     }
-                    Step::Verify(verification, started) => {
+                    Step::Verify(job) => {
+                        let (verification, started) = *job;
                         // Earlier pipelined responses go first; bcrypt runs on the
                         // verification pool while this connection (not the thread) waits.
                         self.flush().await?;
                         let verdict = verification.run(&self.shared.metrics).await;
-                        verified = Some((verdict, started));
+                        verified = Some(Box::new((verdict, started)));
                     }
                     Step::Reject(status) => {
                         self.out.queue_error(status);
@@ -266,7 +268,7 @@ impl Conn<'_> {
     /// Parses the next buffered request and answers it: a reply is queued, a backend
     /// request is returned to be served. `verified` is the verdict (and first routing) of
     /// this same request when basic auth sent it to verification.
-    fn next_request(&mut self, verified: Option<(Verdict, Instant)>) -> Step {
+    fn next_request(&mut self, verified: Option<Box<(Verdict, Instant)>>) -> Step {
         self.start += parse::leading_empty_lines(&self.buf[self.start..self.end]);
         let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
         let data = &self.buf[self.start..self.end];
@@ -286,15 +288,15 @@ impl Conn<'_> {
         } = req;
         head.peer = Some(self.peer.ip());
         self.last_active = Instant::now();
-        let started = verified.map_or(self.last_active, |(_, first)| first);
+        let started = verified.as_ref().map_or(self.last_active, |v| v.1);
         let protocol = Protocol::of_minor(minor);
         let close = close || front::lacks_required_host(&head, protocol);
         let logged = Logged::of(&self.buf, &head);
-        let verdict = verified.as_ref().map(|(v, _)| v);
+        let verdict = verified.as_ref().map(|v| &v.0);
         let app = &self.shared.app.load();
         let (reply, vhost) = match front::route_with_verdict(app, &head, protocol, verdict) {
             Routed::Reply { reply, vhost } => (reply, vhost),
-            Routed::Verify(verification) => return Step::Verify(verification, started),
+            Routed::Verify(verification) => return Step::Verify(Box::new((verification, started))),
             Routed::Upstream { route, vhost } => {
                 // A pool answers. The request has no body (those went to hyper), so it is
                 // served here too, without hyper's per-request machinery.
