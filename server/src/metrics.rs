@@ -91,6 +91,10 @@ pub struct Metrics {
     pub upstream_failures: Family<PoolReasonLabels, Counter>,
     /// Endpoints by passive-health state, sampled at scrape time.
     pub upstream_endpoints: Family<PoolStateLabels, Gauge>,
+    /// bcrypt runs for basic auth, by result: success, wrong_password, unknown_user.
+    pub auth_verifications: Family<ResultLabels, Counter>,
+    /// Basic-auth verifications waiting for a slot in the verification pool or running.
+    pub auth_verifications_pending: Gauge,
 }
 
 /// Bounded method label.
@@ -206,6 +210,18 @@ impl Metrics {
             "Pool endpoints by state: up, or down after max_fails failures",
             upstream_endpoints.clone(),
         );
+        let auth_verifications = Family::<ResultLabels, Counter>::default();
+        registry.register(
+            "auth_verifications",
+            "Basic-auth bcrypt verifications by result: success, wrong_password, unknown_user (verified against a dummy hash)",
+            auth_verifications.clone(),
+        );
+        let auth_verifications_pending = Gauge::default();
+        registry.register(
+            "auth_verifications_pending",
+            "Basic-auth verifications waiting for or running in the verification pool",
+            auth_verifications_pending.clone(),
+        );
         registry.register(
             "build",
             "Build information",
@@ -232,6 +248,8 @@ impl Metrics {
             upstream_active,
             upstream_failures,
             upstream_endpoints,
+            auth_verifications,
+            auth_verifications_pending,
         })
     }
 

@@ -1,7 +1,8 @@
 //! Compiling one configured rule: its match conditions, its action (a pool looked up by
 //! name), and its modifiers, with errors that name the rule's place in the file.
 
-use super::modifiers::{AccessList, BasicAuth, CachePolicy, Cors, HeaderOps, RateLimiter};
+use super::basic_auth::BasicAuth;
+use super::modifiers::{AccessList, CachePolicy, Cors, HeaderOps, RateLimiter};
 use super::rules::{Action, BandwidthLimits, Conditions, Rule};
 use crate::upstream::pool::Pool;
 use bytes::Bytes;

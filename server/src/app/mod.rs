@@ -3,9 +3,12 @@
 //! building also does what validation cannot (opening roots, reading htpasswd files),
 //! so a reload that fails here leaves the running generation in place.
 
+mod basic_auth;
 mod compile;
 mod modifiers;
 mod rules;
+
+pub use basic_auth::{Verdict, Verification};
 
 use crate::cache::{FileCache, RootRegistry};
 use crate::http::reply::{Body, Reply};
@@ -54,6 +57,10 @@ pub enum Routed {
         route: Box<crate::upstream::BackendRoute>,
         vhost: &'static str,
     },
+    /// Basic auth needs a bcrypt before the matched rule answers: the connection awaits
+    /// `Verification::run` (off the serving thread), then routes the request again with
+    /// the verdict (`respond_verified`).
+    Verify(Verification),
 }
 
 /// What a matched rule decided.
@@ -61,6 +68,7 @@ enum Applied {
     Reply(Reply),
     /// Every check passed and the rule's pool answers.
     Upstream(Arc<crate::upstream::Backend>),
+    Verify(Verification),
 }
 
 /// Virtual server names become metric label values; each distinct name is interned once,
@@ -211,6 +219,17 @@ impl App {
     }
 
     pub fn respond(&self, req: &RequestHead<'_>) -> Routed {
+        self.respond_with(req, None)
+    }
+
+    /// Routes a request again once its basic-auth verification is done. The rule that
+    /// asked for it answers from the verdict, and its rate limit, already charged the
+    /// first time, is not charged again.
+    pub fn respond_verified(&self, req: &RequestHead<'_>, verdict: &Verdict) -> Routed {
+        self.respond_with(req, Some(verdict))
+    }
+
+    fn respond_with(&self, req: &RequestHead<'_>, verdict: Option<&Verdict>) -> Routed {
         let Some(vh) = self.select(req.host) else {
             let status = match self.unknown_host {
                 UnknownHost::Misdirected => StatusCode::MISDIRECTED_REQUEST,
@@ -232,8 +251,9 @@ impl App {
         };
         for rule in &vh.rules {
             if let Some(caps) = rule.conditions.matches(req, path.as_str()) {
-                let reply = match self.apply(vh, rule, req, &path, caps.as_ref()) {
+                let reply = match self.apply(vh, rule, req, &path, caps.as_ref(), verdict) {
                     Applied::Reply(r) => r,
+                    Applied::Verify(v) => return Routed::Verify(v),
                     Applied::Upstream(backend) => {
                         return Routed::Upstream {
                             route: Box::new(crate::upstream::BackendRoute {
@@ -269,6 +289,7 @@ impl App {
         req: &RequestHead<'_>,
         path: &crate::fs::path::CleanPath<'_>,
         caps: Option<&regex::Captures<'_>>,
+        verdict: Option<&Verdict>,
     ) -> Applied {
         if rule.access.is_some() || rule.rate_limit.is_some() {
             let ip = modifiers::client_ip(req, &self.trusted_proxies);
@@ -277,7 +298,8 @@ impl App {
                     return Applied::Reply(Reply::error(acl.status));
                 }
             }
-            if let (Some(rl), Some(ip)) = (&rule.rate_limit, ip) {
+            // A request routed again after its verification was charged the first time.
+            if let (Some(rl), Some(ip), None) = (&rule.rate_limit, ip, verdict) {
                 if let Err(retry) = rl.check(ip) {
                     return Applied::Reply(
                         Reply::error(StatusCode::TOO_MANY_REQUESTS)
@@ -292,11 +314,15 @@ impl App {
             }
         }
         if let Some(auth) = &rule.basic_auth {
-            if !auth.permits(req) {
-                return Applied::Reply(
-                    Reply::error(StatusCode::UNAUTHORIZED)
-                        .header(http::header::WWW_AUTHENTICATE, auth.challenge.clone()),
-                );
+            match auth.decide(req, verdict) {
+                basic_auth::Decision::Permit => {}
+                basic_auth::Decision::Deny => {
+                    return Applied::Reply(
+                        Reply::error(StatusCode::UNAUTHORIZED)
+                            .header(http::header::WWW_AUTHENTICATE, auth.challenge.clone()),
+                    )
+                }
+                basic_auth::Decision::Verify(v) => return Applied::Verify(v),
             }
         }
         let mut reply = match &rule.action {

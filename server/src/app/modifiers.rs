@@ -1,5 +1,5 @@
-//! Per-rule modifiers: who may ask (address lists, rate limits, basic auth), and what the
-//! response carries (CORS, headers, caching).
+//! Per-rule modifiers: who may ask (address lists, rate limits; basic auth is in
+//! `basic_auth`), and what the response carries (CORS, headers, caching).
 
 use crate::http::reply::Reply;
 use crate::http::request::RequestHead;
@@ -175,78 +175,6 @@ impl Cors {
     }
 }
 
-/// Basic authentication against bcrypt htpasswd entries. Verified credentials are
-/// remembered (bcrypt is deliberately slow), keyed by the exact Authorization value.
-pub struct BasicAuth {
-    pub challenge: HeaderValue,
-    users: HashMap<String, String>,
-    verified: quick_cache::sync::Cache<Vec<u8>, ()>,
-}
-
-impl BasicAuth {
-    /// Parses an htpasswd file. Only bcrypt (`$2a$`, `$2b$`, `$2y$`) entries are accepted:
-    /// plaintext, crypt(3), MD5 and SHA-1 entries are refused with the line number.
-    pub fn from_htpasswd(text: &str, realm: &str) -> Result<BasicAuth, String> {
-        let mut users = HashMap::new();
-        for (n, line) in text.lines().enumerate() {
-            let line = line.trim();
-            if line.is_empty() || line.starts_with('#') {
-                continue;
-            }
-            let (user, hash) = line
-                .split_once(':')
-                .ok_or_else(|| format!("line {}: expected user:hash", n + 1))?;
-            if !(hash.starts_with("$2a$") || hash.starts_with("$2b$") || hash.starts_with("$2y$")) {
-                return Err(format!(
-                    "line {}: the entry for {user:?} is not bcrypt; create it with `htpasswd -B`",
-                    n + 1
-                ));
-            }
-            users.insert(user.to_owned(), hash.to_owned());
-        }
-        if users.is_empty() {
-            return Err("no users".into());
-        }
-        let challenge =
-            HeaderValue::from_str(&format!("Basic realm=\"{realm}\", charset=\"UTF-8\""))
-                .map_err(|_| "the realm is not a valid header value".to_owned())?;
-        Ok(BasicAuth {
-            challenge,
-            users,
-            verified: quick_cache::sync::Cache::new(1024),
-        })
-    }
-
-    pub fn permits(&self, req: &RequestHead<'_>) -> bool {
-        let Some(value) = req.headers.get("authorization") else {
-            return false;
-        };
-        if self.verified.get(value).is_some() {
-            return true;
-        }
-        let ok = (|| {
-            let text = std::str::from_utf8(value).ok()?;
-            let (scheme, token) = text.trim().split_once(' ')?;
-            if !scheme.eq_ignore_ascii_case("basic") {
-                return None;
-            }
-            use base64::Engine;
-            let raw = base64::engine::general_purpose::STANDARD
-                .decode(token.trim())
-                .ok()?;
-            let raw = String::from_utf8(raw).ok()?;
-            let (user, password) = raw.split_once(':')?;
-            let hash = self.users.get(user)?;
-            bcrypt::verify(password, hash).ok()
-        })()
-        .unwrap_or(false);
-        if ok {
-            self.verified.insert(value.to_vec(), ());
-        }
-        ok
-    }
-}
-
 /// Response header changes.
 pub struct HeaderOps {
     pub remove: Vec<HeaderName>,
@@ -384,13 +312,5 @@ mod tests {
             rl.check("192.0.2.2".parse().unwrap()).is_ok(),
             "buckets are per client"
         );
-    }
-
-    #[test]
-    fn htpasswd_accepts_only_bcrypt() {
-        let err = |text: &str| BasicAuth::from_htpasswd(text, "r").err().expect("refused");
-        assert!(err("bob:{SHA}abc\n").contains("not bcrypt"));
-        assert!(err("bob:plain\n").contains("line 1"));
-        assert_eq!(err("# only comments\n"), "no users");
     }
 }

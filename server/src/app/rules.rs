@@ -1,7 +1,8 @@
 //! Compiled rules: conditions checked per request, the action that answers, the
 //! modifiers around it, and bandwidth limits.
 
-use super::modifiers::{AccessList, BasicAuth, CachePolicy, Cors, HeaderOps, RateLimiter};
+use super::basic_auth::BasicAuth;
+use super::modifiers::{AccessList, CachePolicy, Cors, HeaderOps, RateLimiter};
 use crate::http::request::RequestHead;
 use http::{HeaderValue, Method};
 use regex::Regex;

@@ -139,8 +139,20 @@ async fn handle(
     };
     // The request view is built once; a pool request drops it before the parts move on.
     let head = request_head(&parts, peer.ip());
-    let (reply, vhost) = match front::route(&shared.app.load(), &head, meta.protocol) {
+    let routed = {
+        let app = shared.app.load_full();
+        let mut routed = front::route(&app, &head, meta.protocol);
+        // Basic auth's bcrypt runs on the verification pool: this request waits, the
+        // thread does not. Routed again with the verdict, the same generation answers.
+        while let Routed::Verify(v) = routed {
+            let verdict = v.run(&shared.metrics).await;
+            routed = front::route_with_verdict(&app, &head, meta.protocol, Some(&verdict));
+        }
+        routed
+    };
+    let (reply, vhost) = match routed {
         Routed::Reply { reply, vhost } => (reply, vhost),
+        Routed::Verify(_) => unreachable!("the loop above ends on another answer"),
         Routed::Upstream { route, vhost } => {
             drop(head);
             let request = BackendRequest {

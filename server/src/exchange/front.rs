@@ -1,9 +1,9 @@
 //! What every connection path decides the same way before and after the configuration
-//! answers: a missing, repeated or invalid Host, the `*` target, the cache outcome of a reply, and "draining
-//! means close".
+//! answers: a missing, repeated or invalid Host, the `*` target, the cache
+//! outcome of a reply, and "draining means close".
 
 use super::record::Protocol;
-use crate::app::{App, Routed};
+use crate::app::{App, Routed, Verdict};
 use crate::http::reply::Reply;
 use crate::http::request::RequestHead;
 use crate::shutdown::{Phase, ShutdownControl};
@@ -23,12 +23,29 @@ pub fn host_refused(head: &RequestHead<'_>, protocol: Protocol) -> bool {
 /// Routes a request: the checks every protocol shares, then the configuration.
 #[inline]
 pub fn route(app: &App, head: &RequestHead<'_>, protocol: Protocol) -> Routed {
-    route_checked(app, head, host_refused(head, protocol))
+    route_checked(app, head, host_refused(head, protocol), None)
+}
+
+/// `route`, for a request routed again once its `Routed::Verify` ran (`verdict`), with
+/// the same `App` generation.
+#[inline]
+pub fn route_with_verdict(
+    app: &App,
+    head: &RequestHead<'_>,
+    protocol: Protocol,
+    verdict: Option<&Verdict>,
+) -> Routed {
+    route_checked(app, head, host_refused(head, protocol), verdict)
 }
 
 /// `route` for a caller that has already asked `host_refused` (to close the connection).
 #[inline]
-pub fn route_checked(app: &App, head: &RequestHead<'_>, host_refused: bool) -> Routed {
+pub fn route_checked(
+    app: &App,
+    head: &RequestHead<'_>,
+    host_refused: bool,
+    verdict: Option<&Verdict>,
+) -> Routed {
     if host_refused {
         return Routed::Reply {
             reply: Reply::error(StatusCode::BAD_REQUEST),
@@ -41,7 +58,10 @@ pub fn route_checked(app: &App, head: &RequestHead<'_>, host_refused: bool) -> R
             vhost: "unknown",
         };
     }
-    app.respond(head)
+    match verdict {
+        Some(v) => app.respond_verified(head, v),
+        None => app.respond(head),
+    }
 }
 
 /// `OPTIONS *` asks about the server as a whole; nothing else may use `*`.

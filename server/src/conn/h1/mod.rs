@@ -15,7 +15,7 @@ mod logged;
 mod output;
 mod socket;
 
-use crate::app::Routed;
+use crate::app::{Routed, Verdict, Verification};
 use crate::conn::file_send::FileSendPolicy;
 use crate::exchange::{front, Exchange, Outcome, Protocol};
 use crate::http::request::RequestHead;
@@ -53,6 +53,10 @@ enum Step {
     Reject(StatusCode),
     /// Not HTTP/1.x: close without an answer.
     Drop,
+    /// Basic auth needs a bcrypt first. The request stays buffered, to be routed again
+    /// with the verdict; the instant is when it was first routed, for its record. Boxed,
+    /// as is the verdict, so every idle connection's future grows by 40 bytes, not 152.
+    Verify(Box<(Verification, Instant)>),
 }
 
 /// A response queued in the current batch, recorded once the batch is written.
@@ -139,10 +143,11 @@ impl Conn<'_> {
             (self.last_active + header_timeout).into(),
         ));
         let mut timer_for_partial = false;
+        let mut verified = None;
         loop {
             // Answer every complete request already buffered.
             loop {
-                match self.next_request() {
+                match self.next_request(verified.take()) {
                     Step::Complete(keep_alive) => {
                         if !keep_alive {
                             self.flush().await?;
@@ -177,6 +182,14 @@ impl Conn<'_> {
                     Step::Handoff => {
                         self.flush().await?;
                         return Ok(true);
+                    }
+                    Step::Verify(job) => {
+                        let (verification, started) = *job;
+                        // Earlier pipelined responses go first; bcrypt runs on the
+                        // verification pool while this connection (not the thread) waits.
+                        self.flush().await?;
+                        let verdict = verification.run(&self.shared.metrics).await;
+                        verified = Some(Box::new((verdict, started)));
                     }
                     Step::Reject(status) => {
                         self.out.queue_error(status);
@@ -273,8 +286,9 @@ impl Conn<'_> {
     }
 
     /// Parses the next buffered request and answers it: a reply is queued, a backend
-    /// request is returned to be served.
-    fn next_request(&mut self) -> Step {
+    /// request is returned to be served. `verified` is the verdict (and first routing) of
+    /// this same request when basic auth sent it to verification.
+    fn next_request(&mut self, verified: Option<Box<(Verdict, Instant)>>) -> Step {
         self.start += parse::leading_empty_lines(&self.buf[self.start..self.end]);
         let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
         let data = &self.buf[self.start..self.end];
@@ -298,37 +312,39 @@ impl Conn<'_> {
             consumed,
         } = req;
         head.peer = Some(self.peer.ip());
-        let started = Instant::now();
-        self.last_active = started;
+        self.last_active = Instant::now();
         self.asked = true;
+        let started = verified.as_ref().map_or(self.last_active, |v| v.1);
         let protocol = Protocol::of_minor(minor);
         let host_refused = front::host_refused(&head, protocol);
         let close = close || host_refused;
         let logged = Logged::of(&self.buf, &head);
-        let (reply, vhost) =
-            match front::route_checked(&self.shared.app.load(), &head, host_refused) {
-                Routed::Reply { reply, vhost } => (reply, vhost),
-                Routed::Upstream { route, vhost } => {
-                    // A pool answers. The request has no body (those went to hyper), so it is
-                    // served here too, without hyper's per-request machinery.
-                    let Some(message) =
-                        backend::message(&route, &head, fields, minor, self.peer, self.local_port)
-                    else {
-                        return Step::Reject(StatusCode::BAD_REQUEST);
-                    };
-                    self.start += consumed;
-                    return Step::Backend(Box::new(BackendJob {
-                        route,
-                        message,
-                        method: head.method,
-                        vhost,
-                        close,
-                        minor,
-                        started,
-                        logged,
-                    }));
-                }
-            };
+        let verdict = verified.as_ref().map(|v| &v.0);
+        let app = &self.shared.app.load();
+        let (reply, vhost) = match front::route_checked(app, &head, host_refused, verdict) {
+            Routed::Reply { reply, vhost } => (reply, vhost),
+            Routed::Verify(verification) => return Step::Verify(Box::new((verification, started))),
+            Routed::Upstream { route, vhost } => {
+                // A pool answers. The request has no body (those went to hyper), so it is
+                // served here too, without hyper's per-request machinery.
+                let Some(message) =
+                    backend::message(&route, &head, fields, minor, self.peer, self.local_port)
+                else {
+                    return Step::Reject(StatusCode::BAD_REQUEST);
+                };
+                self.start += consumed;
+                return Step::Backend(Box::new(BackendJob {
+                    route,
+                    message,
+                    method: head.method,
+                    vhost,
+                    close,
+                    minor,
+                    started,
+                    logged,
+                }));
+            }
+        };
         let close = close || front::closes_connections(&self.shared.shutdown);
         let is_head = head.method == Method::HEAD;
         let status = reply.status.as_u16();

@@ -1,0 +1,441 @@
+//! Basic authentication against bcrypt htpasswd entries, without running bcrypt on a
+//! serving thread.
+//!
+//! Routing decides what it can at once: no or garbled credentials deny, credentials
+//! verified before permit. Anything else becomes a `Verification`, which the connection
+//! awaits (`Verification::run`) on a bounded blocking pool, then routes the request again
+//! with the `Verdict`. An unknown user is verified against a dummy hash of the same cost
+//! as the real entries, so the time to answer does not tell which names exist.
+
+use crate::http::request::RequestHead;
+use crate::metrics::{Metrics, ResultLabels};
+use base64::Engine;
+use http::HeaderValue;
+use prometheus_client::metrics::gauge::Gauge;
+use std::collections::HashMap;
+use std::hash::BuildHasher;
+use std::sync::{Arc, OnceLock};
+use tokio::sync::Semaphore;
+
+/// Credentials that passed bcrypt, by keyed digest of the Authorization value.
+type Verified = quick_cache::sync::Cache<u128, ()>;
+
+/// How many successful verifications each rule remembers.
+const VERIFIED_CAPACITY: usize = 1024;
+
+/// bcrypt's own base64 (`./A-Za-z0-9`, no padding).
+const BCRYPT_B64: base64::engine::GeneralPurpose = base64::engine::GeneralPurpose::new(
+    &base64::alphabet::BCRYPT,
+    base64::engine::general_purpose::NO_PAD,
+);
+
+pub struct BasicAuth {
+    pub challenge: HeaderValue,
+    users: HashMap<String, Arc<str>>,
+    /// What unknown users are verified against: the highest cost among the entries, so a
+    /// missing name costs at least what any real one does.
+    dummy_hash: Arc<str>,
+    /// The key of the digests in `verified` (random per rule and generation).
+    digest_key: std::hash::RandomState,
+    verified: Arc<Verified>,
+}
+
+/// What basic auth makes of a request without running bcrypt.
+pub enum Decision {
+    Permit,
+    /// 401 with the challenge.
+    Deny,
+    /// The credentials need a bcrypt: await `Verification::run`, then route again.
+    Verify(Verification),
+}
+
+/// One bcrypt to run off the serving thread. Owns what it needs, so it can move there.
+pub struct Verification {
+    key: u128,
+    password: String,
+    hash: Arc<str>,
+    /// False for an unknown user: the dummy hash is verified for its cost only, and the
+    /// answer is no whatever it says.
+    known: bool,
+    verified: Arc<Verified>,
+}
+
+/// A verification's answer for one request, which routing that request again consults
+/// instead of verifying again.
+#[derive(Clone, Copy, Debug)]
+pub struct Verdict {
+    key: u128,
+    ok: bool,
+}
+
+impl BasicAuth {
+    /// Parses an htpasswd file. Only well-formed bcrypt (`$2a$`, `$2b$`, `$2y$`) entries are
+    /// accepted: plaintext, crypt(3), MD5 and SHA-1 entries are refused with the line
+    /// number, and so is a bcrypt entry bcrypt could not read (it would fail at once, and
+    /// that speed would tell the user apart from the others).
+    pub fn from_htpasswd(text: &str, realm: &str) -> Result<BasicAuth, String> {
+        let mut users = HashMap::new();
+        let mut max_cost = 0;
+        for (n, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let (user, hash) = line
+                .split_once(':')
+                .ok_or_else(|| format!("line {}: expected user:hash", n + 1))?;
+            if !(hash.starts_with("$2a$") || hash.starts_with("$2b$") || hash.starts_with("$2y$")) {
+                return Err(format!(
+                    "line {}: the entry for {user:?} is not bcrypt; create it with `htpasswd -B`",
+                    n + 1
+                ));
+            }
+            let cost = bcrypt_cost(hash).ok_or_else(|| {
+                format!(
+                    "line {}: the bcrypt entry for {user:?} is malformed; create it with `htpasswd -B`",
+                    n + 1
+                )
+            })?;
+            max_cost = max_cost.max(cost);
+            users.insert(user.to_owned(), Arc::from(hash));
+        }
+        if users.is_empty() {
+            return Err("no users".into());
+        }
+        let challenge =
+            HeaderValue::from_str(&format!("Basic realm=\"{realm}\", charset=\"UTF-8\""))
+                .map_err(|_| "the realm is not a valid header value".to_owned())?;
+        Ok(BasicAuth {
+            challenge,
+            users,
+            dummy_hash: dummy_hash(max_cost).into(),
+            digest_key: std::hash::RandomState::new(),
+            verified: Arc::new(Verified::new(VERIFIED_CAPACITY)),
+        })
+    }
+
+    /// Decides without bcrypt when it can. `verdict` is this request's own verification,
+    /// when it is being routed again after one.
+    pub fn decide(&self, req: &RequestHead<'_>, verdict: Option<&Verdict>) -> Decision {
+        let Some(value) = req.headers.get("authorization") else {
+            return Decision::Deny;
+        };
+        let key = self.digest(value);
+        if let Some(v) = verdict.filter(|v| v.key == key) {
+            return if v.ok {
+                Decision::Permit
+            } else {
+                Decision::Deny
+            };
+        }
+        if self.verified.get(&key).is_some() {
+            return Decision::Permit;
+        }
+        let Some((user, password)) = credentials(value) else {
+            return Decision::Deny;
+        };
+        let (hash, known) = match self.users.get(user.as_str()) {
+            Some(hash) => (hash.clone(), true),
+            None => (self.dummy_hash.clone(), false),
+        };
+        Decision::Verify(Verification {
+            key,
+            password,
+            hash,
+            known,
+            verified: self.verified.clone(),
+        })
+    }
+
+    /// A 128-bit keyed digest (two domain-separated SipHash outputs under a random key):
+    /// the cache holds no passwords, and without the key a collision cannot be aimed at.
+    fn digest(&self, value: &[u8]) -> u128 {
+        let half = |domain: u8| u128::from(self.digest_key.hash_one((domain, value)));
+        (half(0) << 64) | half(1)
+    }
+}
+
+/// `Basic base64(user:password)`, decoded.
+fn credentials(value: &[u8]) -> Option<(String, String)> {
+    let text = std::str::from_utf8(value).ok()?;
+    let (scheme, token) = text.trim().split_once(' ')?;
+    if !scheme.eq_ignore_ascii_case("basic") {
+        return None;
+    }
+    let raw = base64::engine::general_purpose::STANDARD
+        .decode(token.trim())
+        .ok()?;
+    let raw = String::from_utf8(raw).ok()?;
+    let (user, password) = raw.split_once(':')?;
+    Some((user.to_owned(), password.to_owned()))
+}
+
+/// The cost of a well-formed bcrypt hash (`$2b$NN$` + 22 characters of salt + 31 of
+/// digest), or `None` if bcrypt would refuse it without hashing.
+fn bcrypt_cost(hash: &str) -> Option<u32> {
+    let rest = hash.get(4..)?;
+    let (cost, rest) = rest.split_once('$')?;
+    let cost: u32 = cost.parse().ok().filter(|c| (4..=31).contains(c))?;
+    if rest.len() != 53 || !rest.is_char_boundary(22) {
+        return None;
+    }
+    let (salt, digest) = rest.split_at(22);
+    let salt_ok = BCRYPT_B64.decode(salt).is_ok_and(|s| s.len() == 16);
+    let digest_ok = BCRYPT_B64.decode(digest).is_ok_and(|d| d.len() == 23);
+    (salt_ok && digest_ok).then_some(cost)
+}
+
+/// A well-formed hash of the given cost with a random salt, built without hashing (so a
+/// reload does not pay a bcrypt for it).
+fn dummy_hash(cost: u32) -> String {
+    let random = std::hash::RandomState::new();
+    let mut salt = [0u8; 16];
+    salt[..8].copy_from_slice(&random.hash_one(0u8).to_le_bytes());
+    salt[8..].copy_from_slice(&random.hash_one(1u8).to_le_bytes());
+    format!(
+        "$2b${cost:02}${}{}",
+        BCRYPT_B64.encode(salt),
+        BCRYPT_B64.encode([0u8; 23])
+    )
+}
+
+/// How a verification ended, the `result` label of `skiff_auth_verifications_total`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Checked {
+    Success,
+    WrongPassword,
+    UnknownUser,
+}
+
+impl Checked {
+    fn label(self) -> &'static str {
+        match self {
+            Checked::Success => "success",
+            Checked::WrongPassword => "wrong_password",
+            Checked::UnknownUser => "unknown_user",
+        }
+    }
+}
+
+/// The slots of the process-wide verification pool: one per CPU, so a flood of guesses
+/// queues here instead of starting a blocking thread each.
+fn slots() -> &'static Semaphore {
+    static SLOTS: OnceLock<Semaphore> = OnceLock::new();
+    SLOTS
+        .get_or_init(|| Semaphore::new(std::thread::available_parallelism().map_or(1, |n| n.get())))
+}
+
+/// Counts a verification in `skiff_auth_verifications_pending` until it is dropped.
+struct Pending(Gauge);
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
+impl Verification {
+    /// Runs bcrypt on the runtime's blocking threads, at most one per CPU at a time
+    /// across the process, and counts it. The serving thread stays free meanwhile.
+    pub async fn run(self, metrics: &Metrics) -> Verdict {
+        metrics.auth_verifications_pending.inc();
+        let pending = Pending(metrics.auth_verifications_pending.clone());
+        let slot = slots()
+            .acquire()
+            .await
+            .expect("the semaphore is never closed");
+        let results = metrics.auth_verifications.clone();
+        let key = self.key;
+        let checked = tokio::task::spawn_blocking(move || {
+            // The slot and the gauge go with the work: a request abandoned while bcrypt
+            // runs still holds its slot until bcrypt ends.
+            let (_slot, _pending) = (slot, pending);
+            let checked = self.check();
+            results
+                .get_or_create(&ResultLabels {
+                    result: checked.label(),
+                })
+                .inc();
+            checked
+        })
+        .await;
+        Verdict {
+            key,
+            ok: matches!(checked, Ok(Checked::Success)),
+        }
+    }
+
+    /// The bcrypt itself; a success is remembered for the next requests with the same
+    /// Authorization value.
+    fn check(self) -> Checked {
+        let matched = bcrypt::verify(&self.password, &self.hash).unwrap_or(false);
+        if !self.known {
+            return Checked::UnknownUser;
+        }
+        if !matched {
+            return Checked::WrongPassword;
+        }
+        self.verified.insert(self.key, ());
+        Checked::Success
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http::request::HeaderSource;
+
+    fn auth(entries: &[(&str, &str, u32)]) -> BasicAuth {
+        let text: String = entries
+            .iter()
+            .map(|(u, p, cost)| format!("{u}:{}\n", bcrypt::hash(p, *cost).unwrap()))
+            .collect();
+        BasicAuth::from_htpasswd(&text, "r").unwrap()
+    }
+
+    fn basic(user_password: &str) -> String {
+        format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode(user_password)
+        )
+    }
+
+    fn decide(
+        auth: &BasicAuth,
+        authorization: Option<&str>,
+        verdict: Option<&Verdict>,
+    ) -> Decision {
+        let headers: Vec<httparse::Header<'_>> = authorization
+            .iter()
+            .map(|v| httparse::Header {
+                name: "Authorization",
+                value: v.as_bytes(),
+            })
+            .collect();
+        let req = RequestHead {
+            headers: HeaderSource::H1(&headers),
+            ..Default::default()
+        };
+        auth.decide(&req, verdict)
+    }
+
+    fn verification(d: Decision) -> Verification {
+        match d {
+            Decision::Verify(v) => v,
+            Decision::Permit => panic!("permitted without a verification"),
+            Decision::Deny => panic!("denied without a verification"),
+        }
+    }
+
+    #[test]
+    fn htpasswd_accepts_only_well_formed_bcrypt() {
+        let err = |text: &str| BasicAuth::from_htpasswd(text, "r").err().expect("refused");
+        assert!(err("bob:{SHA}abc\n").contains("not bcrypt"));
+        assert!(err("bob:plain\n").contains("line 1"));
+        assert_eq!(err("# only comments\n"), "no users");
+        assert!(err("bob:$2b$04$tooshort\n").contains("malformed"));
+        let good = bcrypt::hash("pw", 4).unwrap();
+        assert!(err(&format!("bob:{}", good.replacen("$04$", "$99$", 1))).contains("malformed"));
+        assert!(BasicAuth::from_htpasswd(&format!("bob:{good}\n"), "r").is_ok());
+    }
+
+    #[test]
+    fn missing_or_garbled_credentials_are_denied_without_bcrypt() {
+        let a = auth(&[("alice", "s3cret", 4)]);
+        for value in [
+            None,
+            Some("Bearer abc"),
+            Some("Basic !!!not-base64"),
+            Some(basic("no-colon").as_str()),
+        ] {
+            assert!(
+                matches!(decide(&a, value, None), Decision::Deny),
+                "{value:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn known_and_unknown_users_both_need_a_bcrypt_of_the_same_cost() {
+        let a = auth(&[("alice", "s3cret", 4), ("bob", "pw", 5)]);
+        let known = verification(decide(&a, Some(&basic("alice:wrong")), None));
+        assert!(known.known);
+        assert_eq!(&*known.hash, &**a.users.get("alice").unwrap());
+        let unknown = verification(decide(&a, Some(&basic("mallory:s3cret")), None));
+        assert!(!unknown.known);
+        // The dummy is bcrypt's to hash (not refused at once) at the highest entry cost.
+        assert_eq!(bcrypt_cost(&unknown.hash), Some(5));
+        assert!(matches!(bcrypt::verify("s3cret", &unknown.hash), Ok(false)));
+        assert_eq!(unknown.check(), Checked::UnknownUser);
+        assert_eq!(known.check(), Checked::WrongPassword);
+    }
+
+    #[test]
+    fn a_success_is_remembered_and_a_failure_is_not() {
+        let a = auth(&[("alice", "s3cret", 4)]);
+        let right = basic("alice:s3cret");
+        let v = verification(decide(&a, Some(&right), None));
+        assert_eq!(v.check(), Checked::Success);
+        assert!(matches!(decide(&a, Some(&right), None), Decision::Permit));
+        let wrong = basic("alice:wrong");
+        let v = verification(decide(&a, Some(&wrong), None));
+        assert_eq!(v.check(), Checked::WrongPassword);
+        verification(decide(&a, Some(&wrong), None));
+        // The cache holds keyed digests, not the values.
+        assert_eq!(a.verified.len(), 1);
+    }
+
+    #[test]
+    fn a_verdict_answers_its_own_credentials_only() {
+        let a = auth(&[("alice", "s3cret", 4)]);
+        let wrong = basic("alice:wrong");
+        let v = verification(decide(&a, Some(&wrong), None));
+        let verdict = Verdict {
+            key: v.key,
+            ok: false,
+        };
+        assert!(matches!(
+            decide(&a, Some(&wrong), Some(&verdict)),
+            Decision::Deny
+        ));
+        // Other credentials (or another rule's digest key) ignore it.
+        verification(decide(&a, Some(&basic("alice:other")), Some(&verdict)));
+        let pass = Verdict {
+            key: v.key,
+            ok: true,
+        };
+        assert!(matches!(
+            decide(&a, Some(&wrong), Some(&pass)),
+            Decision::Permit
+        ));
+        // A verdict is for one request: it does not fill the cache.
+        verification(decide(&a, Some(&wrong), None));
+    }
+
+    #[tokio::test]
+    async fn run_counts_by_result_and_returns_the_verdict() {
+        let metrics = Metrics::new();
+        let a = auth(&[("alice", "s3cret", 4)]);
+        let count = |result| {
+            metrics
+                .auth_verifications
+                .get_or_create(&ResultLabels { result })
+                .get()
+        };
+        let right = verification(decide(&a, Some(&basic("alice:s3cret")), None));
+        assert!(right.run(&metrics).await.ok);
+        let wrong = verification(decide(&a, Some(&basic("alice:nope")), None));
+        assert!(!wrong.run(&metrics).await.ok);
+        let unknown = verification(decide(&a, Some(&basic("eve:s3cret")), None));
+        assert!(!unknown.run(&metrics).await.ok);
+        assert_eq!(
+            (
+                count("success"),
+                count("wrong_password"),
+                count("unknown_user")
+            ),
+            (1, 1, 1)
+        );
+        assert_eq!(metrics.auth_verifications_pending.get(), 0);
+    }
+}

@@ -1,0 +1,214 @@
+//! Basic auth through the real binary: bcrypt runs on the verification pool, never on a
+//! serving thread, on the fast path and on hyper; an unknown user costs a bcrypt like a
+//! known one; verified credentials are remembered.
+
+mod common;
+use common::*;
+use std::io::{ErrorKind, Read, Write};
+use std::net::TcpStream;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A site with one worker thread, `/admin/` behind basic auth and `/limited/` behind basic
+/// auth and a one-request rate limit, with `htpasswd` as given.
+fn start(htpasswd: &str) -> (tempfile::TempDir, Server) {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    std::fs::create_dir_all(p.join("www/admin")).unwrap();
+    std::fs::create_dir_all(p.join("www/limited")).unwrap();
+    std::fs::write(p.join("www/index.html"), "www home").unwrap();
+    std::fs::write(p.join("www/admin/index.html"), "admin area").unwrap();
+    std::fs::write(p.join("www/limited/index.html"), "limited area").unwrap();
+    std::fs::write(p.join("htpasswd"), htpasswd).unwrap();
+    let config = p.join("skiff.yaml");
+    std::fs::write(
+        &config,
+        r#"listen: 127.0.0.1:0
+admin_listen: 127.0.0.1:0
+threads: 1
+virtual_servers:
+  - name: www
+    hosts: [www.example.com]
+    default: true
+    root: www
+    rules:
+      - match: { prefix: /admin/ }
+        action: { static: {} }
+        basic_auth: { realm: Admin, htpasswd: htpasswd }
+      - match: { prefix: /limited/ }
+        action: { static: {} }
+        basic_auth: { realm: Admin, htpasswd: htpasswd }
+        rate_limit: { requests_per_second: 0.001, burst: 1 }
+"#,
+    )
+    .unwrap();
+    let srv = Server::run_config(&config);
+    (dir, srv)
+}
+
+fn alice() -> String {
+    format!("alice:{}\n", bcrypt::hash("s3cret", 4).unwrap())
+}
+
+fn basic(user_password: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(user_password)
+}
+
+fn get(path: &str, user_password: &str) -> String {
+    format!(
+        "GET {path} HTTP/1.1\r\nHost: www.example.com\r\nAuthorization: Basic {}\r\nConnection: close\r\n\r\n",
+        basic(user_password)
+    )
+}
+
+fn verifications(srv: &Server, result: &str) -> f64 {
+    srv.metric(&format!(
+        "skiff_auth_verifications_total{{result=\"{result}\"}}"
+    ))
+    .unwrap_or(0.0)
+}
+
+fn status(response: &str) -> u16 {
+    response[9..12].parse().unwrap()
+}
+
+#[test]
+fn wrong_right_and_remembered_credentials_on_both_paths() {
+    let (_dir, srv) = start(&alice());
+    // The fast path (plain HTTP/1.1 GET).
+    let resp = raw_exchange(srv.addr, &get("/admin/", "alice:wrong"));
+    assert_eq!(status(&resp), 401, "{resp}");
+    assert!(
+        resp.contains("www-authenticate: Basic realm=\"Admin\", charset=\"UTF-8\"\r\n"),
+        "{resp}"
+    );
+    assert_eq!(verifications(&srv, "wrong_password"), 1.0);
+    let resp = raw_exchange(srv.addr, &get("/admin/", "alice:s3cret"));
+    assert_eq!(status(&resp), 200, "{resp}");
+    assert!(resp.ends_with("admin area"), "{resp}");
+    assert_eq!(verifications(&srv, "success"), 1.0);
+    // The same Authorization again, on the fast path and over h2c: remembered, no bcrypt.
+    let resp = raw_exchange(srv.addr, &get("/admin/", "alice:s3cret"));
+    assert_eq!(status(&resp), 200, "{resp}");
+    let h2 = |user_password: &str| {
+        curl(&[
+            "--http2-prior-knowledge",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "-u",
+            user_password,
+            "-H",
+            "Host: www.example.com",
+            &srv.url("/admin/"),
+        ])
+        .stdout
+    };
+    assert_eq!(h2("alice:s3cret"), b"200");
+    assert_eq!(verifications(&srv, "success"), 1.0);
+    assert_eq!(verifications(&srv, "wrong_password"), 1.0);
+    // hyper verifies too: a wrong password there costs a bcrypt and is refused.
+    assert_eq!(h2("alice:nope"), b"401");
+    assert_eq!(verifications(&srv, "wrong_password"), 2.0);
+    assert_eq!(srv.metric("skiff_auth_verifications_pending"), Some(0.0));
+}
+
+#[test]
+fn an_unknown_user_costs_a_bcrypt_like_a_known_one() {
+    let (_dir, srv) = start(&alice());
+    let resp = raw_exchange(srv.addr, &get("/admin/", "mallory:s3cret"));
+    assert_eq!(status(&resp), 401, "{resp}");
+    assert!(resp.contains("www-authenticate: Basic"), "{resp}");
+    assert_eq!(verifications(&srv, "unknown_user"), 1.0);
+    // Garbled credentials name no user: refused with no bcrypt.
+    let garbled = "GET /admin/ HTTP/1.1\r\nHost: www.example.com\r\nAuthorization: Basic !!\r\nConnection: close\r\n\r\n";
+    assert_eq!(status(&raw_exchange(srv.addr, garbled)), 401);
+    assert_eq!(verifications(&srv, "unknown_user"), 1.0);
+    assert_eq!(verifications(&srv, "wrong_password"), 0.0);
+}
+
+/// Waits (without asserting any duration) until the admin endpoint reports `n`
+/// verifications waiting or running.
+fn wait_pending(srv: &Server, n: f64) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while srv.metric("skiff_auth_verifications_pending") != Some(n) {
+        assert!(
+            Instant::now() < deadline,
+            "{n} verifications never started: {:?}",
+            srv.metric("skiff_auth_verifications_pending")
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_slow_verification_does_not_hold_up_the_serving_thread() {
+    // A cost-13 entry (bcrypt recomputes it at that cost, whatever the digest says): each
+    // verification takes seconds, so ordering shows where it runs.
+    let slow = bcrypt::hash("s3cret", 4)
+        .unwrap()
+        .replacen("$04$", "$13$", 1);
+    let (_dir, srv) = start(&format!("alice:{slow}\n"));
+    // One verification on the fast path, one through hyper (h2c).
+    let mut fast = TcpStream::connect(srv.addr).unwrap();
+    fast.write_all(get("/admin/", "alice:wrong").as_bytes())
+        .unwrap();
+    let mut h2c = Command::new("curl")
+        .args([
+            "-s",
+            "--http2-prior-knowledge",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+        ])
+        .args(["-u", "alice:wrong", "-H", "Host: www.example.com"])
+        .arg(srv.url("/admin/"))
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_pending(&srv, 2.0);
+    // The only serving thread answers another client meanwhile...
+    let resp = raw_exchange(
+        srv.addr,
+        "GET /index.html HTTP/1.1\r\nHost: www.example.com\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(status(&resp), 200, "{resp}");
+    assert!(resp.ends_with("www home"), "{resp}");
+    // ...before either verification has answered.
+    fast.set_nonblocking(true).unwrap();
+    let mut byte = [0u8; 1];
+    assert_eq!(
+        fast.read(&mut byte).map_err(|e| e.kind()).err(),
+        Some(ErrorKind::WouldBlock),
+        "the fast-path verification answered before the static GET"
+    );
+    assert!(
+        h2c.try_wait().unwrap().is_none(),
+        "the h2c verification answered before the static GET"
+    );
+    // Both end in 401.
+    fast.set_nonblocking(false).unwrap();
+    fast.set_read_timeout(Some(Duration::from_secs(600)))
+        .unwrap();
+    let mut rest = Vec::new();
+    let _ = fast.read_to_end(&mut rest);
+    assert_eq!(status(&String::from_utf8_lossy(&rest)), 401);
+    let out = h2c.wait_with_output().unwrap();
+    assert_eq!(out.stdout, b"401");
+    assert_eq!(verifications(&srv, "wrong_password"), 2.0);
+}
+
+#[test]
+fn a_verified_request_takes_one_rate_limit_token() {
+    // Routed again after its verification, a request is not charged twice: with a burst
+    // of one, the first right password is served, and only the next one is limited.
+    let (_dir, srv) = start(&alice());
+    let resp = raw_exchange(srv.addr, &get("/limited/", "alice:s3cret"));
+    assert_eq!(status(&resp), 200, "{resp}");
+    assert_eq!(verifications(&srv, "success"), 1.0);
+    let resp = raw_exchange(srv.addr, &get("/limited/", "alice:s3cret"));
+    assert_eq!(status(&resp), 429, "{resp}");
+}
