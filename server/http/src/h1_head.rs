@@ -159,7 +159,6 @@ pub fn parse<'a>(
     // RFC 9112 §3.2.2: an absolute-form target's authority replaces Host.
     if let Some(authority) = RequestHead::target_authority(target) {
         head.host = Some(authority.as_bytes());
-        head.host_repeated = false;
     }
     head.headers = HeaderSource::H1(fields);
     Parsed::Request(Request {

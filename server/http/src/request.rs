@@ -95,10 +95,12 @@ impl<'a> RequestHead<'a> {
 
     /// The authority of an absolute-form target (`http://a.test:8080/p` gives `a.test:8080`).
     pub fn target_authority(target: &'a str) -> Option<&'a str> {
-        if target.starts_with('/') {
-            return None;
-        }
-        let after = &target[target.find("://")? + 3..];
+        // Only http and https: `x?://h/admin` is no absolute-form target to route on.
+        let after = ["http://", "https://"].iter().find_map(|scheme| {
+            let head = target.get(..scheme.len())?;
+            head.eq_ignore_ascii_case(scheme)
+                .then(|| &target[scheme.len()..])
+        })?;
         Some(&after[..after.find(['/', '?']).unwrap_or(after.len())])
     }
 
@@ -176,6 +178,11 @@ mod tests {
             RequestHead::target_authority("http://a.test?q"),
             Some("a.test")
         );
+        assert_eq!(
+            RequestHead::target_authority("HTTPS://a.test/"),
+            Some("a.test")
+        );
+        assert_eq!(RequestHead::target_authority("x?://h/admin"), None);
         assert_eq!(RequestHead::target_authority("/p"), None);
         assert_eq!(RequestHead::target_authority("*"), None);
     }

@@ -225,6 +225,34 @@ fn slots() -> &'static Semaphore {
         .get_or_init(|| Semaphore::new(std::thread::available_parallelism().map_or(1, |n| n.get())))
 }
 
+/// Verifications waiting for a slot or running, across the process, at most.
+const MAX_QUEUED: usize = 256;
+/// The longest a verification waits for a slot.
+const MAX_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// A place in the bounded verification queue, until dropped.
+struct Queued;
+
+static QUEUED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+impl Queued {
+    fn enter() -> Option<Queued> {
+        use std::sync::atomic::Ordering;
+        let before = QUEUED.fetch_add(1, Ordering::Relaxed);
+        if before >= MAX_QUEUED {
+            QUEUED.fetch_sub(1, Ordering::Relaxed);
+            return None;
+        }
+        Some(Queued)
+    }
+}
+
+impl Drop for Queued {
+    fn drop(&mut self) {
+        QUEUED.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 /// Counts a verification in `skiff_auth_verifications_pending` until it is dropped.
 struct Pending(Gauge);
 
@@ -238,12 +266,22 @@ impl Verification {
     /// Runs bcrypt on the runtime's blocking threads, at most one per CPU at a time
     /// across the process, and counts it. The serving thread stays free meanwhile.
     pub async fn run(self, metrics: &Metrics) -> Verdict {
+        let refused = Verdict {
+            key: self.key,
+            ok: false,
+        };
+        // A flood queues here, but not without end: past the bound, or after waiting
+        // `MAX_WAIT`, the request is refused without a bcrypt, so queued checks cannot
+        // hold every connection permit (each waiting connection holds one).
+        let Some(_queued) = Queued::enter() else {
+            return refused;
+        };
         metrics.auth_verifications_pending.inc();
         let pending = Pending(metrics.auth_verifications_pending.clone());
-        let slot = slots()
-            .acquire()
-            .await
-            .expect("the semaphore is never closed");
+        let Ok(slot) = tokio::time::timeout(MAX_WAIT, slots().acquire()).await else {
+            return refused;
+        };
+        let slot = slot.expect("the semaphore is never closed");
         let results = metrics.auth_verifications.clone();
         let key = self.key;
         let checked = tokio::task::spawn_blocking(move || {

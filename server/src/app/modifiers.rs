@@ -27,7 +27,13 @@ pub fn client_ip(req: &RequestHead<'_>, trusted: &[IpNet]) -> Option<IpAddr> {
             return Some(client);
         };
         for part in text.rsplit(',') {
-            let Ok(ip) = part.trim().parse::<IpAddr>() else {
+            // Some balancers append `ip:port` (or `[v6]:port`).
+            let part = part.trim();
+            let Some(ip) = part
+                .parse::<IpAddr>()
+                .ok()
+                .or_else(|| part.parse::<std::net::SocketAddr>().ok().map(|a| a.ip()))
+            else {
                 return Some(client); // garbage: stop trusting the chain here
             };
             client = ip;
@@ -299,6 +305,15 @@ mod tests {
         assert_eq!(
             client_ip(&req_with("10.0.0.2", &hops), &trusted),
             Some("198.51.100.7".parse().unwrap())
+        );
+        // An entry a balancer wrote as ip:port is still an address.
+        let with_port = [httparse::Header {
+            name: "X-Forwarded-For",
+            value: b"203.0.113.5:41234",
+        }];
+        assert_eq!(
+            client_ip(&req_with("10.0.0.2", &with_port), &trusted),
+            Some("203.0.113.5".parse().unwrap())
         );
     }
 

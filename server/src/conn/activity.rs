@@ -7,7 +7,7 @@
 //! deadline cannot see it).
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -17,10 +17,10 @@ pub(super) struct Activity {
     in_flight: AtomicUsize,
     /// Milliseconds after `opened` when the last request ended; `u64::MAX`: none yet.
     last_ended_ms: AtomicU64,
-    /// Response bodies whose last frame hyper has not come back past yet.
-    waiting_on_peer: AtomicUsize,
-    /// Milliseconds after `opened` when hyper last came back for a body frame.
-    last_taken_ms: AtomicU64,
+    /// Per request in flight: since when (milliseconds after `opened`) its response
+    /// waits for the peer to take it, or `NOT_WAITING`. One clock per stream, so a peer
+    /// cannot keep one stream stalled by moving data on another.
+    waiting: Mutex<Vec<Arc<AtomicU64>>>,
     /// Wakes the watcher when a request begins or a frame waits, which may bring its
     /// deadline closer.
     changed: Notify,
@@ -37,9 +37,13 @@ pub(super) enum Verdict {
 /// One request in flight on the connection, until dropped (with its response body).
 pub(super) struct Busy {
     activity: Arc<Activity>,
+    /// This request's entry in `Activity::waiting`.
+    waiting_since: Arc<AtomicU64>,
     /// A body frame was handed to hyper and hyper has not asked for the next.
     handed: bool,
 }
+
+const NOT_WAITING: u64 = u64::MAX;
 
 impl Activity {
     pub fn new() -> Arc<Activity> {
@@ -47,19 +51,25 @@ impl Activity {
             opened: Instant::now(),
             in_flight: AtomicUsize::new(0),
             last_ended_ms: AtomicU64::new(u64::MAX),
-            waiting_on_peer: AtomicUsize::new(0),
-            last_taken_ms: AtomicU64::new(0),
+            waiting: Mutex::new(Vec::new()),
             changed: Notify::new(),
         })
     }
 
     pub fn begin(self: &Arc<Self>) -> Busy {
         self.in_flight.fetch_add(1, Ordering::Relaxed);
+        let waiting_since = Arc::new(AtomicU64::new(NOT_WAITING));
+        self.waiting_list().push(waiting_since.clone());
         self.changed.notify_one();
         Busy {
             activity: self.clone(),
+            waiting_since,
             handed: false,
         }
+    }
+
+    fn waiting_list(&self) -> std::sync::MutexGuard<'_, Vec<Arc<AtomicU64>>> {
+        self.waiting.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn now_ms(&self) -> u64 {
@@ -82,8 +92,14 @@ impl Activity {
         loop {
             let now = Instant::now();
             let due = if self.in_flight.load(Ordering::Relaxed) > 0 {
-                if self.waiting_on_peer.load(Ordering::Relaxed) > 0 {
-                    let due = self.at(self.last_taken_ms.load(Ordering::Relaxed)) + stall;
+                let oldest = self
+                    .waiting_list()
+                    .iter()
+                    .map(|w| w.load(Ordering::Relaxed))
+                    .min()
+                    .unwrap_or(NOT_WAITING);
+                if oldest != NOT_WAITING {
+                    let due = self.at(oldest) + stall;
                     if now >= due {
                         return Verdict::Stalled;
                     }
@@ -116,8 +132,7 @@ impl Busy {
         if !self.handed {
             self.handed = true;
             let a = &self.activity;
-            a.last_taken_ms.store(a.now_ms(), Ordering::Relaxed);
-            a.waiting_on_peer.fetch_add(1, Ordering::Relaxed);
+            self.waiting_since.store(a.now_ms(), Ordering::Relaxed);
             a.changed.notify_one();
         }
     }
@@ -126,9 +141,7 @@ impl Busy {
     pub fn taken(&mut self) {
         if self.handed {
             self.handed = false;
-            let a = &self.activity;
-            a.last_taken_ms.store(a.now_ms(), Ordering::Relaxed);
-            a.waiting_on_peer.fetch_sub(1, Ordering::Relaxed);
+            self.waiting_since.store(NOT_WAITING, Ordering::Relaxed);
         }
     }
 }
@@ -137,6 +150,8 @@ impl Drop for Busy {
     fn drop(&mut self) {
         self.taken();
         let a = &self.activity;
+        a.waiting_list()
+            .retain(|w| !Arc::ptr_eq(w, &self.waiting_since));
         a.last_ended_ms.store(a.now_ms(), Ordering::Relaxed);
         a.in_flight.fetch_sub(1, Ordering::Relaxed);
     }
@@ -203,5 +218,28 @@ mod tests {
         );
         drop(slow);
         assert_eq!(watch.await.unwrap(), Verdict::Idle);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn data_moving_on_one_stream_does_not_hide_another_that_stalls() {
+        let a = Activity::new();
+        let mut stalled = a.begin();
+        stalled.handed();
+        let mut busy = a.begin();
+        let watch = {
+            let a = a.clone();
+            tokio::spawn(async move {
+                let t0 = Instant::now();
+                let verdict = a.closes(secs(10), secs(75), secs(30)).await;
+                (verdict, t0.elapsed().as_secs())
+            })
+        };
+        // The other stream hands and takes a frame every 10 s.
+        for _ in 0..5 {
+            tokio::time::sleep(secs(10)).await;
+            busy.handed();
+            busy.taken();
+        }
+        assert_eq!(watch.await.unwrap(), (Verdict::Stalled, 30));
     }
 }

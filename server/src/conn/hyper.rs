@@ -228,7 +228,6 @@ fn request_head(parts: &http::request::Parts, peer: std::net::IpAddr) -> Request
     // carries the host in :authority, which takes precedence the same way.
     if let Some(authority) = parts.uri.authority() {
         head.host = Some(authority.as_str().as_bytes());
-        head.host_repeated = false;
     }
     head.headers = HeaderSource::Map(&parts.headers);
     head.peer = Some(peer);

@@ -57,7 +57,9 @@ pub struct ClientStream {
     /// `None` once the stream has ended.
     incoming: Option<Incoming>,
     deadline: BodyDeadline,
-    started: Instant,
+    /// The current rate window: when it began, and the bytes received by then.
+    window_start: Instant,
+    window_bytes: u64,
     last_progress: Instant,
     received: u64,
     limit: u64,
@@ -75,7 +77,8 @@ impl ClientBody {
             early_trailers: None,
             incoming: Some(incoming),
             deadline,
-            started: now,
+            window_start: now,
+            window_bytes: 0,
             last_progress: now,
             received: 0,
             limit: u64::MAX,
@@ -158,11 +161,11 @@ impl ClientStream {
                 Poll::Ready(None)
             }
             Poll::Pending => loop {
-                let due = self.due();
-                if Instant::now() >= due {
+                if self.late(Instant::now()) {
                     self.incoming = None;
                     return Poll::Ready(Some(Err(ClientBodyError::Timeout)));
                 }
+                let due = self.due();
                 // The timer is moved only when it fires early: one reset per wait, not per
                 // frame.
                 if self.timer.deadline() != due {
@@ -173,15 +176,33 @@ impl ClientStream {
         }
     }
 
-    /// When the body is late: silent for `idle`, or, after the grace of `idle`, below
-    /// `min_rate` on average.
+    /// Whether the body is late at `now`: silent for `idle`, or below `min_rate` over the
+    /// last window of `idle`. A window that brought its bytes starts the next one, so a
+    /// fast start earns no credit for a trickle after it (an average since the start
+    /// would let 16 MiB sent at once buy hours of one byte at a time).
+    fn late(&mut self, now: Instant) -> bool {
+        let idle = self.deadline.idle;
+        if now >= self.last_progress + idle {
+            return true;
+        }
+        if self.deadline.min_rate > 0 && now >= self.window_start + idle {
+            let needed = (self.deadline.min_rate as f64 * idle.as_secs_f64()) as u64;
+            if self.received - self.window_bytes < needed {
+                return true;
+            }
+            self.window_start = now;
+            self.window_bytes = self.received;
+        }
+        false
+    }
+
+    /// When `late` must be asked next.
     fn due(&self) -> Instant {
         let silent = self.last_progress + self.deadline.idle;
         if self.deadline.min_rate == 0 {
             return silent;
         }
-        let earned = Duration::from_secs_f64(self.received as f64 / self.deadline.min_rate as f64);
-        silent.min(self.started + self.deadline.idle + earned)
+        silent.min(self.window_start + self.deadline.idle)
     }
 }
 
@@ -242,7 +263,7 @@ impl Body for ClientBody {
 mod tests {
     use super::*;
 
-    fn stream(received: u64, idle: u64, min_rate: u64) -> ClientStream {
+    fn stream(idle: u64, min_rate: u64) -> ClientStream {
         let now = Instant::now();
         ClientStream {
             early: Bytes::new(),
@@ -252,37 +273,59 @@ mod tests {
                 idle: Duration::from_secs(idle),
                 min_rate,
             },
-            started: now,
+            window_start: now,
+            window_bytes: 0,
             last_progress: now,
-            received,
+            received: 0,
             limit: u64::MAX,
             timer: Box::pin(tokio::time::sleep_until(now)),
         }
     }
 
+    fn secs(n: u64) -> Duration {
+        Duration::from_secs(n)
+    }
+
+    /// Bytes arriving at an instant after the start.
+    fn arrive(s: &mut ClientStream, at: u64, bytes: u64) {
+        s.received += bytes;
+        s.last_progress = s.window_start.min(s.last_progress) + secs(at);
+    }
+
     #[tokio::test]
-    async fn a_trickle_is_late_once_the_grace_and_its_earned_time_are_spent() {
-        // 10 bytes at 500 B/s earn 20 ms beyond the 20 s grace; the last byte came at 15 s,
-        // so silence would allow until 35 s: the rate decides.
-        let mut s = stream(10, 20, 500);
-        s.last_progress = s.started + Duration::from_secs(15);
-        assert_eq!(
-            s.due() - s.started,
-            Duration::from_secs(20) + Duration::from_millis(20)
-        );
+    async fn a_trickle_is_late_at_the_end_of_its_first_window() {
+        // 10 bytes, then one every 5 s: never silent for 20 s, far below 500 B/s.
+        let mut s = stream(20, 500);
+        let t0 = s.window_start;
+        arrive(&mut s, 15, 10);
+        assert_eq!(s.due() - t0, secs(20));
+        assert!(!s.late(t0 + secs(19)));
+        assert!(s.late(t0 + secs(20)));
+    }
+
+    #[tokio::test]
+    async fn a_fast_start_buys_no_credit_for_a_trickle_after_it() {
+        let mut s = stream(20, 500);
+        let t0 = s.window_start;
+        arrive(&mut s, 1, 16 << 20);
+        // The first window brought its bytes: the next one starts.
+        s.last_progress = t0 + secs(19);
+        assert!(!s.late(t0 + secs(20)));
+        assert_eq!(s.window_start, t0 + secs(20));
+        // Then a byte every 19 s: the second window is late.
+        s.received += 1;
+        s.last_progress = t0 + secs(38);
+        assert!(s.late(t0 + secs(40)));
     }
 
     #[tokio::test]
     async fn without_a_minimum_rate_only_silence_counts() {
-        let mut s = stream(10, 20, 0);
-        s.last_progress = s.started + Duration::from_secs(100);
-        assert_eq!(s.due() - s.started, Duration::from_secs(120));
-    }
-
-    #[tokio::test]
-    async fn a_fast_body_is_bounded_by_silence_not_by_rate() {
-        // 1 MB at 500 B/s would earn 2,000 s; 20 s of silence ends it first.
-        let s = stream(1_000_000, 20, 500);
-        assert_eq!(s.due() - s.started, Duration::from_secs(20));
+        let mut s = stream(20, 0);
+        let t0 = s.window_start;
+        s.received = 10;
+        s.last_progress = t0 + secs(100);
+        assert_eq!(s.due() - t0, secs(120));
+        assert!(!s.late(t0 + secs(119)));
+        assert!(s.late(t0 + secs(120)));
     }
 }
