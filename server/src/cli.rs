@@ -172,10 +172,10 @@ pub struct ServeArgs {
     /// Connections beyond this are held, unserved, until others close.
     #[arg(long, default_value_t = 10_000, env = "SKIFF_MAX_CONNECTIONS")]
     pub max_connections: usize,
-    /// A request body silent this long gets 408; also the grace before --body-min-rate.
+    /// A request body silent this long gets 408; also the window --body-min-rate is held over.
     #[arg(long, default_value = "20s", value_parser = humantime::parse_duration, env = "SKIFF_BODY_TIMEOUT")]
     pub body_timeout: Duration,
-    /// Bytes per second a request body must average after the grace (0: no minimum).
+    /// Bytes per second each --body-timeout window of a request body must bring (0: no minimum).
     #[arg(long, default_value_t = 500, env = "SKIFF_BODY_MIN_RATE")]
     pub body_min_rate: u64,
     /// A client that takes no response bytes for this long is disconnected.

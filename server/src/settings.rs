@@ -18,9 +18,9 @@ pub struct ConnLimits {
     /// Time an idle keep-alive connection is kept open.
     pub keepalive_timeout: Duration,
     pub max_connections: usize,
-    /// Longest silence within a request body, and the grace before `body_min_rate`.
+    /// Longest silence within a request body, and the window `body_min_rate` is held over.
     pub body_timeout: Duration,
-    /// Bytes per second a request body must average once the grace has passed.
+    /// Bytes per second each `body_timeout` window of a request body must bring.
     pub body_min_rate: u64,
     /// Longest a client may take no response bytes before it is disconnected.
     pub send_timeout: Duration,

@@ -20,9 +20,9 @@ pub const GATHER_BEFORE_ADMISSION: usize = 64 * 1024;
 /// How long a request body may take (`limits.body_timeout`, `limits.body_min_rate`).
 #[derive(Debug, Clone, Copy)]
 pub struct BodyDeadline {
-    /// The longest silence; also the grace before `min_rate` applies.
+    /// The longest silence; also the window `min_rate` is held over.
     pub idle: Duration,
-    /// Bytes per second the body must average after the grace (0: no minimum).
+    /// Bytes per second each window of `idle` must bring (0: no minimum).
     pub min_rate: u64,
 }
 

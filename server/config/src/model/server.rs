@@ -111,12 +111,12 @@ pub struct LimitsConfig {
     #[serde(default = "default_max_connections")]
     pub max_connections: usize,
     /// A request body that sends nothing for this long is abandoned with 408; the same
-    /// span is the grace before `body_min_rate` applies (Apache's mod_reqtimeout `body=`).
+    /// span is the window over which `body_min_rate` is held (Apache's mod_reqtimeout `body=`).
     #[serde(default = "default_body_timeout", with = "humantime_serde")]
     #[schemars(with = "String")]
     pub body_timeout: Duration,
-    /// After the grace, a request body must average at least this many bytes per second
-    /// (mod_reqtimeout's `MinRate`), so a trickle cannot hold a connection for ever.
+    /// Each `body_timeout` window of a request body must bring at least this many bytes per
+    /// second (mod_reqtimeout's `MinRate`, held per window so a fast start buys no credit), so a trickle cannot hold a connection for ever; 0: no minimum.
     #[serde(default = "default_body_min_rate")]
     pub body_min_rate: u64,
     /// A client that takes no response bytes for this long is disconnected (nginx's
