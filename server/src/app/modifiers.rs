@@ -63,6 +63,19 @@ impl AccessList {
     }
 }
 
+/// The bucket an address counts against: IPv6 clients by their /64, since one host
+/// commonly holds a whole /64 and could otherwise rotate through it for fresh buckets (and
+/// grow the map without end).
+fn bucket_key(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) if v6.to_ipv4_mapped().is_none() => {
+            let bits = u128::from(v6) & !((1u128 << 64) - 1);
+            IpAddr::V6(bits.into())
+        }
+        other => other,
+    }
+}
+
 /// A token bucket per client address.
 pub struct RateLimiter {
     rate: f64,
@@ -83,6 +96,7 @@ impl RateLimiter {
 
     /// Takes a token, or says how many seconds until one is available.
     pub fn check(&self, ip: IpAddr) -> Result<(), u64> {
+        let ip = bucket_key(ip);
         let now = Instant::now();
         let mut buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
         if buckets.len() >= MAX_TRACKED_CLIENTS {
@@ -327,5 +341,10 @@ mod tests {
             rl.check("192.0.2.2".parse().unwrap()).is_ok(),
             "buckets are per client"
         );
+        // An IPv6 host rotating through its /64 shares one bucket.
+        let rl = RateLimiter::new(1.0, 1);
+        assert!(rl.check("2001:db8:1:2::1".parse().unwrap()).is_ok());
+        assert_eq!(rl.check("2001:db8:1:2::ffff".parse().unwrap()), Err(1));
+        assert!(rl.check("2001:db8:1:3::1".parse().unwrap()).is_ok());
     }
 }
