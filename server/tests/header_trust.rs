@@ -6,19 +6,6 @@ mod common;
 
 use common::backends::*;
 use common::*;
-use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::time::Duration;
-
-/// Every response on a connection until the server closes it.
-fn converse(addr: std::net::SocketAddr, request: &[u8]) -> String {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    s.write_all(request).unwrap();
-    let mut out = Vec::new();
-    let _ = s.read_to_end(&mut out);
-    String::from_utf8_lossy(&out).into_owned()
-}
 
 fn statuses(text: &str) -> Vec<u16> {
     text.match_indices("HTTP/1.1 ")
@@ -47,19 +34,34 @@ fn php_server(scripts: &[(&str, &str)], extra: &str) -> (tempfile::TempDir, Back
     (site, fpm, srv)
 }
 
+/// An HTTP echo backend, and skiff proxying every request to it; `pool_extra` adds
+/// fields to the pool.
+fn proxy_to_echo(pool_extra: &str) -> (tempfile::TempDir, Backend, Server) {
+    let dir = tempfile::tempdir().unwrap();
+    let (echo, port) = echo_server(dir.path(), "e");
+    let config = write_config(
+        dir.path(),
+        &format!(
+            "virtual_servers:\n  - name: a\n    default: true\n    root: .\n    rules:\n      - action: {{ proxy: {{ pool: api }} }}\npools:\n  - {{ name: api, protocol: http, endpoints: [\"127.0.0.1:{port}\"]{pool_extra} }}\n",
+        ),
+    );
+    let srv = Server::run_config(&config);
+    (dir, echo, srv)
+}
+
 const SERVER_VARS: &str = "<?php foreach (['HTTP_HOST','SERVER_NAME','HTTP_X_FORWARDED_FOR','HTTP_X_REMOTE_USER'] as $k) { echo $k, '=', $_SERVER[$k] ?? '-', \"\\n\"; }";
 
 #[test]
 fn two_host_fields_are_refused_on_both_paths() {
     let site = sample_site();
     let srv = Server::start(site.path(), &[]);
-    let fast = converse(
+    let fast = raw_exchange_bytes(
         srv.addr,
         b"GET /index.html HTTP/1.1\r\nHost: public.test\r\nHost: admin.test\r\n\r\n",
     );
     assert_eq!(statuses(&fast), [400], "{fast}");
     // A body sends the request through hyper.
-    let hyper = converse(
+    let hyper = raw_exchange_bytes(
         srv.addr,
         b"POST /index.html HTTP/1.1\r\nHost: public.test\r\nHost: admin.test\r\nContent-Length: 1\r\n\r\nx",
     );
@@ -85,11 +87,11 @@ fn hosts_that_are_not_host_port_are_refused_and_host_is_normalised() {
         "a..test",
     ] {
         let req = format!("GET /old/ HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
-        let answer = converse(srv.addr, req.as_bytes());
+        let answer = raw_exchange_bytes(srv.addr, req.as_bytes());
         assert_eq!(statuses(&answer), [400], "Host: {host}: {answer}");
         assert!(!answer.contains("evil"), "{answer}");
     }
-    let answer = converse(
+    let answer = raw_exchange_bytes(
         srv.addr,
         b"GET /old/ HTTP/1.1\r\nHost: A.Test.:8080\r\nConnection: close\r\n\r\n",
     );
@@ -104,7 +106,7 @@ fn hosts_that_are_not_host_port_are_refused_and_host_is_normalised() {
             "GET http://a.test/old/ HTTP/1.1\r\nHost: b.test\r\nConnection: close\r\n{}",
             if body.is_empty() { "\r\n" } else { body }
         );
-        let answer = converse(srv.addr, req.as_bytes());
+        let answer = raw_exchange_bytes(srv.addr, req.as_bytes());
         assert_eq!(statuses(&answer), [301], "{req}: {answer}");
     }
 }
@@ -124,18 +126,18 @@ fn every_forwarded_for_line_decides_access_and_reaches_http_backends() {
     );
     let srv = Server::run_config(&config);
     // The client wrote the first line; the trusted proxy (the peer) appended the second.
-    let two_lines = converse(
+    let two_lines = raw_exchange_bytes(
         srv.addr,
         b"GET /private.txt HTTP/1.1\r\nHost: a\r\nX-Forwarded-For: 10.1.1.1\r\nX-Forwarded-For: 203.0.113.5\r\nConnection: close\r\n\r\n",
     );
     assert_eq!(statuses(&two_lines), [403], "{two_lines}");
-    let inside = converse(
+    let inside = raw_exchange_bytes(
         srv.addr,
         b"GET /private.txt HTTP/1.1\r\nHost: a\r\nX-Forwarded-For: 203.0.113.5\r\nX-Forwarded-For: 10.1.1.1\r\nConnection: close\r\n\r\n",
     );
     assert_eq!(statuses(&inside), [200], "{inside}");
     // The proxy appends to the whole list.
-    let echoed = converse(
+    let echoed = raw_exchange_bytes(
         srv.addr,
         b"GET /api/x HTTP/1.1\r\nHost: a\r\nX-Forwarded-For: 10.1.1.1\r\nX-Forwarded-For: 203.0.113.5\r\nX_Forwarded_For: 6.6.6.6\r\nConnection: close\r\n\r\n",
     );
@@ -151,15 +153,7 @@ fn every_forwarded_for_line_decides_access_and_reaches_http_backends() {
 
 #[test]
 fn http2_requests_to_an_http_pool_carry_the_authority_as_host() {
-    let dir = tempfile::tempdir().unwrap();
-    let (_echo, port) = echo_server(dir.path(), "e");
-    let config = write_config(
-        dir.path(),
-        &format!(
-            "virtual_servers:\n  - name: a\n    default: true\n    root: .\n    rules:\n      - action: {{ proxy: {{ pool: api }} }}\npools:\n  - {{ name: api, protocol: http, endpoints: [\"127.0.0.1:{port}\"] }}\n",
-        ),
-    );
-    let srv = Server::run_config(&config);
+    let (_dir, _echo, srv) = proxy_to_echo("");
     let out = curl(&[
         "--http2-prior-knowledge",
         "-H",
@@ -232,13 +226,13 @@ fn an_interim_status_from_php_is_a_502_on_both_paths_and_pipelining_stays_in_ste
         )],
         "",
     );
-    let fast = converse(
+    let fast = raw_exchange_bytes(
         srv.addr,
         b"GET /early.php HTTP/1.1\r\nHost: a\r\n\r\nGET /static.txt HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n",
     );
     assert_eq!(statuses(&fast), [502, 200], "{fast}");
     assert!(fast.ends_with("served by skiff"), "{fast}");
-    let hyper = converse(
+    let hyper = raw_exchange_bytes(
         srv.addr,
         b"POST /early.php HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nConnection: close\r\n\r\nx",
     );
@@ -248,7 +242,7 @@ fn an_interim_status_from_php_is_a_502_on_both_paths_and_pipelining_stays_in_ste
 #[test]
 fn content_length_with_transfer_encoding_is_refused_and_closes() {
     let (_site, _fpm, srv) = php_server(&[], "");
-    let fast = converse(
+    let fast = raw_exchange_bytes(
         srv.addr,
         b"POST /upload.php HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /static.txt HTTP/1.1\r\nHost: a\r\n\r\n",
     );
@@ -256,7 +250,7 @@ fn content_length_with_transfer_encoding_is_refused_and_closes() {
     // On a connection hyper already serves (the first request had a body), hyper drops
     // the Content-Length, reads the body as chunked and closes after answering (RFC 9112
     // §6.3): the backend sees one consistent request and nothing after it is served.
-    let hyper = converse(
+    let hyper = raw_exchange_bytes(
         srv.addr,
         b"POST /upload.php HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\n\r\nx\
           POST /upload.php HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n0\r\n\r\n\
@@ -271,15 +265,7 @@ fn content_length_with_transfer_encoding_is_refused_and_closes() {
 
 #[test]
 fn chunked_bodies_are_held_to_the_pool_limit_as_they_stream() {
-    let dir = tempfile::tempdir().unwrap();
-    let (_echo, port) = echo_server(dir.path(), "e");
-    let config = write_config(
-        dir.path(),
-        &format!(
-            "virtual_servers:\n  - name: a\n    default: true\n    root: .\n    rules:\n      - action: {{ proxy: {{ pool: api }} }}\npools:\n  - {{ name: api, protocol: http, endpoints: [\"127.0.0.1:{port}\"], max_body_size: 1000 }}\n",
-        ),
-    );
-    let srv = Server::run_config(&config);
+    let (_dir, _echo, srv) = proxy_to_echo(", max_body_size: 1000");
     let body = "x".repeat(3000);
     let (status, _, _) = curl_i(&[
         "-H",
@@ -301,16 +287,8 @@ fn chunked_bodies_are_held_to_the_pool_limit_as_they_stream() {
 
 #[test]
 fn only_websocket_upgrades_are_tunnelled_unless_a_rule_allows_more() {
-    let dir = tempfile::tempdir().unwrap();
-    let (_echo, port) = echo_server(dir.path(), "e");
-    let config = write_config(
-        dir.path(),
-        &format!(
-            "virtual_servers:\n  - name: a\n    default: true\n    root: .\n    rules:\n      - action: {{ proxy: {{ pool: api }} }}\npools:\n  - {{ name: api, protocol: http, endpoints: [\"127.0.0.1:{port}\"] }}\n",
-        ),
-    );
-    let srv = Server::run_config(&config);
-    let echoed = converse(
+    let (_dir, _echo, srv) = proxy_to_echo("");
+    let echoed = raw_exchange_bytes(
         srv.addr,
         b"GET /x HTTP/1.1\r\nHost: a\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\n\r\nGET /y HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n",
     );
