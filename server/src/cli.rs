@@ -110,9 +110,31 @@ pub struct ServeArgs {
     /// The document root.
     #[arg(default_value = ".", env = "SKIFF_ROOT")]
     pub root: PathBuf,
-    /// Address to serve HTTP on (HTTP/1.1 and h2c).
-    #[arg(long, default_value = "0.0.0.0:8080", env = "SKIFF_LISTEN")]
-    pub listen: SocketAddr,
+    /// Address to serve HTTP on (HTTP/1.1 and h2c). Default 0.0.0.0:8080, or none when
+    /// --tls-listen is given (HTTPS only).
+    #[arg(long, env = "SKIFF_LISTEN")]
+    pub listen: Option<SocketAddr>,
+    /// Address to serve HTTPS on (HTTP/1.1 and HTTP/2 by ALPN).
+    #[arg(long, env = "SKIFF_TLS_LISTEN")]
+    pub tls_listen: Option<SocketAddr>,
+    /// A PEM certificate chain for --tls-listen; repeat for several, each with its
+    /// --tls-key in the same order. Each serves the names it covers; the first also
+    /// serves clients that send no SNI. Files are watched and reloaded when they change.
+    #[arg(long, value_delimiter = ',', env = "SKIFF_TLS_CERT")]
+    pub tls_cert: Vec<PathBuf>,
+    /// The PEM private key of the --tls-cert in the same position.
+    #[arg(long, value_delimiter = ',', env = "SKIFF_TLS_KEY")]
+    pub tls_key: Vec<PathBuf>,
+    /// The lowest TLS version accepted.
+    #[arg(long, value_enum, default_value = "1.2", env = "SKIFF_TLS_MIN_VERSION")]
+    pub tls_min_version: TlsMinVersion,
+    /// Move established TLS sessions into the kernel (kTLS) so files go out with
+    /// sendfile: `auto` where the kernel offers it, falling back quietly; `off` never.
+    #[arg(long, value_enum, default_value = "auto", env = "SKIFF_KTLS")]
+    pub ktls: KtlsFlag,
+    /// Redirect plain-HTTP requests to HTTPS (308).
+    #[arg(long, env = "SKIFF_HTTPS_REDIRECT")]
+    pub https_redirect: bool,
     /// Address of the admin listener (/healthz, /readyz, /metrics).
     #[arg(long, default_value = "127.0.0.1:9145", env = "SKIFF_ADMIN_LISTEN")]
     pub admin_listen: SocketAddr,
@@ -185,7 +207,63 @@ pub struct ServeArgs {
     pub tuning: TuningArgs,
 }
 
+/// `--tls-min-version`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum TlsMinVersion {
+    #[value(name = "1.2")]
+    Tls12,
+    #[value(name = "1.3")]
+    Tls13,
+}
+
+/// `--ktls`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum KtlsFlag {
+    Auto,
+    Off,
+}
+
 impl ServeArgs {
+    /// The TLS listener the flags ask for, if any.
+    fn tls_config(&self) -> Result<Option<skiff_config::TlsConfig>, ConfigError> {
+        let Some(listen) = self.tls_listen else {
+            if !self.tls_cert.is_empty() || !self.tls_key.is_empty() || self.https_redirect {
+                return Err(ConfigError::Flag(
+                    "--tls-cert, --tls-key and --https-redirect need --tls-listen".into(),
+                ));
+            }
+            return Ok(None);
+        };
+        if self.tls_cert.len() != self.tls_key.len() || self.tls_cert.is_empty() {
+            return Err(ConfigError::Flag(format!(
+                "--tls-listen needs --tls-cert and --tls-key in pairs (got {} certificates and {} keys)",
+                self.tls_cert.len(),
+                self.tls_key.len()
+            )));
+        }
+        let path = |p: &PathBuf| p.to_string_lossy().into_owned();
+        let mut tls = skiff_config::TlsConfig::new(listen.to_string());
+        tls.certificates = self
+            .tls_cert
+            .iter()
+            .zip(&self.tls_key)
+            .map(|(cert, key)| skiff_config::CertificateFiles {
+                cert: path(cert),
+                key: path(key),
+                ocsp: None,
+            })
+            .collect();
+        tls.min_version = match self.tls_min_version {
+            TlsMinVersion::Tls12 => skiff_config::TlsVersion::Tls12,
+            TlsMinVersion::Tls13 => skiff_config::TlsVersion::Tls13,
+        };
+        tls.ktls = match self.ktls {
+            KtlsFlag::Auto => skiff_config::KtlsMode::Auto,
+            KtlsFlag::Off => skiff_config::KtlsMode::Off,
+        };
+        Ok(Some(tls))
+    }
+
     /// The zero-config server as a configuration: one default virtual server.
     pub fn into_config(self) -> Result<(Config, ServeOverrides, TuningArgs), ConfigError> {
         let cache_control = match &self.cache_control {
@@ -194,9 +272,16 @@ impl ServeArgs {
             })?),
             None => None,
         };
+        let tls = self.tls_config()?;
+        let listen = match (self.listen, &tls) {
+            (Some(addr), _) => addr.to_string(),
+            (None, Some(_)) => String::new(),
+            (None, None) => "0.0.0.0:8080".into(),
+        };
         let cfg = Config {
-            listen: self.listen.to_string(),
+            listen,
             admin_listen: self.admin_listen.to_string(),
+            tls,
             threads: self.threads,
             cache: skiff_config::CacheConfig {
                 max_file_size: self.cache_max_file_size,
@@ -236,6 +321,9 @@ impl ServeArgs {
                 error_pages: Default::default(),
                 compression: self.compress.then(Default::default),
                 bandwidth: None,
+                tls: None,
+                hsts: None,
+                https_redirect: self.https_redirect,
                 rules: vec![],
             }],
             pools: vec![],
@@ -255,7 +343,23 @@ fn settings_for(cfg: &Config, t: &TuningArgs) -> Result<Settings, ConfigError> {
             .map_err(|e| ConfigError::Invalid(format!("{s:?}: {e}")))
     };
     Ok(Settings {
-        listen: addr(&cfg.listen)?,
+        listen: match cfg.listen.as_str() {
+            "" => None,
+            listen => Some(addr(listen)?),
+        },
+        tls: match &cfg.tls {
+            None => None,
+            Some(tls) => {
+                let listen = addr(&tls.listen)?;
+                Some(crate::settings::TlsSettings {
+                    listen,
+                    tls13_only: tls.min_version == skiff_config::TlsVersion::Tls13,
+                    ktls: tls.ktls == skiff_config::KtlsMode::Auto,
+                    handshake_timeout: tls.handshake_timeout,
+                    public_port: tls.public_port.unwrap_or(listen.port()),
+                })
+            }
+        },
         admin_listen: Some(addr(&cfg.admin_listen)?),
         threads: cfg
             .threads

@@ -90,10 +90,10 @@ pub fn serve(
         }
         None => None,
     };
-    let (addr, workers) =
-        crate::listener::run(shared.clone()).map_err(|source| StartError::Listen {
-            addr: shared.settings.listen,
-            source,
+    let (bound, workers) = crate::listener::run(shared.clone())
+        .map_err(|e| StartError::Listen {
+            addr: e.addr,
+            source: e.source,
         })?;
     let reload_triggers = file.map(|f| {
         let _guard = control.enter();
@@ -101,11 +101,13 @@ pub fn serve(
     });
     let admin_addr = admin_listener.as_ref().and_then(|l| l.local_addr().ok());
     // Tests and scripts read the bound addresses from this line (port 0 picks a free one).
-    let admin_text = admin_addr.map_or_else(|| "off".to_owned(), |a| a.to_string());
+    let admin_text = off_or(admin_addr);
     tracing::info!(
         threads = shared.settings.threads,
         cpu_scheduling = ?shared.settings.cpu_scheduling,
-        "skiff listening on {addr} admin {admin_text}"
+        "skiff listening on {} admin {admin_text} tls {}",
+        off_or(bound.plain),
+        off_or(bound.tls),
     );
     let grace = shared.settings.shutdown_grace;
     let delay = shared.settings.shutdown_delay;
@@ -172,6 +174,10 @@ pub fn serve(
     }
     tracing::info!("stopped cleanly");
     Ok(())
+}
+
+fn off_or(addr: Option<std::net::SocketAddr>) -> String {
+    addr.map_or_else(|| "off".to_owned(), |a| a.to_string())
 }
 
 async fn wait_for_signal() {

@@ -60,6 +60,25 @@ pub struct ResultLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct VhostNameLabels {
+    pub vhost: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct HandshakeLabels {
+    /// `success`, `failure` (alert, bad hello, peer gone) or `timeout`.
+    pub result: &'static str,
+    /// `1.2`, `1.3`, or `none` when the handshake did not finish.
+    pub version: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TlsModeLabels {
+    /// `kernel` (kTLS) or `userspace` (rustls).
+    pub mode: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct HashLabels {
     pub hash: String,
 }
@@ -95,6 +114,12 @@ pub struct Metrics {
     pub auth_verifications: Family<ResultLabels, Counter>,
     /// Basic-auth verifications waiting for a slot in the verification pool or running.
     pub auth_verifications_pending: Gauge,
+    pub tls_handshakes: Family<HandshakeLabels, Counter>,
+    /// Established TLS connections by where records are encrypted.
+    pub tls_connections: Family<TlsModeLabels, Counter>,
+    pub tls_certificate_reloads: Family<ResultLabels, Counter>,
+    /// The served certificate's notAfter per virtual server (configured names only).
+    pub tls_certificate_expiry: Family<VhostNameLabels, Gauge>,
 }
 
 /// Bounded method label.
@@ -222,6 +247,30 @@ impl Metrics {
             "Basic-auth verifications waiting for or running in the verification pool",
             auth_verifications_pending.clone(),
         );
+        let tls_handshakes = Family::<HandshakeLabels, Counter>::default();
+        registry.register(
+            "tls_handshakes",
+            "TLS handshakes by result (success, failure, timeout) and protocol version",
+            tls_handshakes.clone(),
+        );
+        let tls_connections = Family::<TlsModeLabels, Counter>::default();
+        registry.register(
+            "tls_connections",
+            "Established TLS connections by where records are encrypted: kernel (kTLS, files by sendfile) or userspace",
+            tls_connections.clone(),
+        );
+        let tls_certificate_reloads = Family::<ResultLabels, Counter>::default();
+        registry.register(
+            "tls_certificate_reloads",
+            "Certificate reloads after their files changed, by result: success, failure (the previous certificate keeps serving)",
+            tls_certificate_reloads.clone(),
+        );
+        let tls_certificate_expiry = Family::<VhostNameLabels, Gauge>::default();
+        registry.register(
+            "tls_certificate_expiry_timestamp_seconds",
+            "When the certificate each virtual server serves expires (notAfter, Unix seconds)",
+            tls_certificate_expiry.clone(),
+        );
         registry.register(
             "build",
             "Build information",
@@ -250,6 +299,10 @@ impl Metrics {
             upstream_endpoints,
             auth_verifications,
             auth_verifications_pending,
+            tls_handshakes,
+            tls_connections,
+            tls_certificate_reloads,
+            tls_certificate_expiry,
         })
     }
 

@@ -54,6 +54,14 @@ fn restart_fields_changed(old: &Config, new: &Config) -> Option<&'static str> {
     if old.listen != new.listen {
         return Some("listen");
     }
+    let tls_listener = |c: &Config| {
+        c.tls
+            .as_ref()
+            .map(|t| (t.listen.clone(), t.min_version, t.ktls, t.handshake_timeout, t.public_port))
+    };
+    if tls_listener(old) != tls_listener(new) {
+        return Some("tls (all but its certificates)");
+    }
     if old.admin_listen != new.admin_listen {
         return Some("admin_listen");
     }

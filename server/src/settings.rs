@@ -26,9 +26,24 @@ pub struct ConnLimits {
     pub send_timeout: Duration,
 }
 
+/// The TLS listener's restart-only settings (its certificates reload with the config).
+#[derive(Debug, Clone)]
+pub struct TlsSettings {
+    pub listen: SocketAddr,
+    /// Accept TLS 1.3 only.
+    pub tls13_only: bool,
+    /// Try to move sessions into the kernel (kTLS) after the handshake.
+    pub ktls: bool,
+    pub handshake_timeout: Duration,
+    /// The port clients reach HTTPS on, for redirects from plain HTTP.
+    pub public_port: u16,
+}
+
 #[derive(Debug, Clone)]
 pub struct Settings {
-    pub listen: SocketAddr,
+    /// Plain HTTP; `None` serves HTTPS only.
+    pub listen: Option<SocketAddr>,
+    pub tls: Option<TlsSettings>,
     pub admin_listen: Option<SocketAddr>,
     pub threads: usize,
     pub cache: CacheSettings,

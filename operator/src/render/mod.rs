@@ -85,6 +85,7 @@ fn config_model(vs: &VirtualServer) -> Result<config::Config, Invalid> {
     Ok(config::Config {
         listen: format!("0.0.0.0:{HTTP_PORT}"),
         admin_listen: format!("0.0.0.0:{ADMIN_PORT}"),
+        tls: None,
         threads: None,
         cache: spec.cache.as_ref().map(Into::into).unwrap_or_default(),
         limits: config::LimitsConfig::default(),

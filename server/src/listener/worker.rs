@@ -28,25 +28,70 @@ pub fn bind_listener(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
     listener.into_std()
 }
 
-/// Starts the worker threads. The first listener is bound here, so a bad address fails
-/// fast, and port 0 resolves to one real port that every worker then shares.
-pub fn run(shared: Arc<Shared>) -> io::Result<(SocketAddr, Vec<JoinHandle<()>>)> {
+/// What a listening socket speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// HTTP/1.1 and h2c.
+    Plain,
+    /// TLS, then HTTP/1.1 or HTTP/2 by ALPN.
+    Tls,
+}
+
+/// The addresses the listeners were bound to (port 0 resolved).
+#[derive(Debug, Clone, Copy)]
+pub struct Bound {
+    pub plain: Option<SocketAddr>,
+    pub tls: Option<SocketAddr>,
+}
+
+/// A listener that could not be bound.
+#[derive(Debug)]
+pub struct BindError {
+    pub addr: SocketAddr,
+    pub source: io::Error,
+}
+
+/// Starts the worker threads. The first socket of each listener is bound here, so a bad
+/// address fails fast, and port 0 resolves to one real port that every worker then shares.
+pub fn run(shared: Arc<Shared>) -> Result<(Bound, Vec<JoinHandle<()>>), BindError> {
     let threads = shared.settings.threads.max(1);
-    let first = bind_std(shared.settings.listen)?;
-    let addr = first.local_addr()?;
-    let mut listeners = vec![first];
-    for _ in 1..threads {
-        listeners.push(bind_std(addr)?);
+    let wanted = [
+        (Kind::Plain, shared.settings.listen),
+        (Kind::Tls, shared.settings.tls.as_ref().map(|t| t.listen)),
+    ];
+    let mut per_worker: Vec<Vec<(std::net::TcpListener, Kind)>> =
+        (0..threads).map(|_| Vec::new()).collect();
+    let mut bound = Bound {
+        plain: None,
+        tls: None,
+    };
+    for (kind, addr) in wanted {
+        let Some(addr) = addr else { continue };
+        let fail = |source| BindError { addr, source };
+        let first = bind_std(addr).map_err(fail)?;
+        let real = first.local_addr().map_err(fail)?;
+        match kind {
+            Kind::Plain => bound.plain = Some(real),
+            Kind::Tls => bound.tls = Some(real),
+        }
+        per_worker[0].push((first, kind));
+        for listeners in per_worker.iter_mut().skip(1) {
+            listeners.push((bind_std(real).map_err(fail)?, kind));
+        }
     }
     let mut handles = Vec::with_capacity(threads);
-    for (i, listener) in listeners.into_iter().enumerate() {
+    for (i, listeners) in per_worker.into_iter().enumerate() {
         let shared = shared.clone();
         let handle = std::thread::Builder::new()
             .name(format!("skiff-worker-{i}"))
-            .spawn(move || worker_main(listener, shared))?;
+            .spawn(move || worker_main(listeners, shared))
+            .map_err(|source| BindError {
+                addr: bound.plain.or(bound.tls).expect("a listener was bound"),
+                source,
+            })?;
         handles.push(handle);
     }
-    Ok((addr, handles))
+    Ok((bound, handles))
 }
 
 fn bind_std(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
@@ -58,7 +103,7 @@ fn bind_std(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
     bind_listener(addr)
 }
 
-fn worker_main(listener: std::net::TcpListener, shared: Arc<Shared>) {
+fn worker_main(listeners: Vec<(std::net::TcpListener, Kind)>, shared: Arc<Shared>) {
     let policy = shared.settings.cpu_scheduling;
     if let Err(e) = policy.apply_to_current_thread() {
         // A seccomp profile may forbid it; serving works the same, only less batched.
@@ -82,13 +127,6 @@ fn worker_main(listener: std::net::TcpListener, shared: Arc<Shared>) {
         ),
     });
     rt.block_on(async {
-        let listener = match TcpListener::from_std(listener) {
-            Ok(l) => l,
-            Err(e) => {
-                tracing::error!(error = %e, "cannot register the listener");
-                return;
-            }
-        };
         // The access log is flushed at least once a second, even when quiet.
         let flusher = tokio::spawn(async {
             let mut tick = tokio::time::interval(Duration::from_secs(1));
@@ -98,7 +136,23 @@ fn worker_main(listener: std::net::TcpListener, shared: Arc<Shared>) {
             }
         });
         let local = Arc::new(AtomicUsize::new(0));
-        accept_loop(listener, &shared, &local).await;
+        let mut loops = Vec::with_capacity(listeners.len());
+        for (listener, kind) in listeners {
+            let listener = match TcpListener::from_std(listener) {
+                Ok(l) => l,
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot register the listener");
+                    continue;
+                }
+            };
+            let (shared, local) = (shared.clone(), local.clone());
+            loops.push(tokio::spawn(async move {
+                accept_loop(listener, kind, &shared, &local).await
+            }));
+        }
+        for accepting in loops {
+            let _ = accepting.await;
+        }
         // Listening has stopped: let this worker's connections finish their responses.
         while local.load(Ordering::Acquire) > 0 {
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -108,7 +162,12 @@ fn worker_main(listener: std::net::TcpListener, shared: Arc<Shared>) {
     with_worker(|w| w.log.flush());
 }
 
-async fn accept_loop(listener: TcpListener, shared: &Arc<Shared>, local: &Arc<AtomicUsize>) {
+async fn accept_loop(
+    listener: TcpListener,
+    kind: Kind,
+    shared: &Arc<Shared>,
+    local: &Arc<AtomicUsize>,
+) {
     let mut phase = shared.shutdown.subscribe();
     // Every accepted connection has the listener's port as its local port (SERVER_PORT):
     // read once here instead of a getsockname per connection.
@@ -153,7 +212,10 @@ async fn accept_loop(listener: TcpListener, shared: &Arc<Shared>, local: &Arc<At
         let local = local.clone();
         tokio::spawn(async move {
             shared.metrics.connections_open.inc();
-            crate::conn::serve(stream, peer, local_port, &shared).await;
+            match kind {
+                Kind::Plain => crate::conn::serve(stream, peer, local_port, &shared).await,
+                Kind::Tls => crate::conn::serve_tls(stream, peer, local_port, &shared).await,
+            }
             shared.metrics.connections_open.dec();
             drop(permit);
             drop(global);

@@ -5,7 +5,9 @@ mod defaults;
 mod pools;
 mod rules;
 mod server;
+mod tls;
 
 pub use pools::*;
 pub use rules::*;
 pub use server::*;
+pub use tls::*;

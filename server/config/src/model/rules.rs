@@ -38,6 +38,10 @@ pub struct Rule {
     /// Bandwidth limits for responses of this rule (`total` is shared by all of them; `per_connection` overrides the virtual server's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bandwidth: Option<Bandwidth>,
+    /// Redirect plain-HTTP requests this rule takes to HTTPS (308), or with `false` serve
+    /// them over HTTP even when the virtual server redirects.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub https_redirect: Option<bool>,
 }
 
 /// Traffic shaping, in bytes per second.

@@ -4,6 +4,7 @@
 use super::defaults::is_false;
 use super::pools::Pool;
 use super::rules::{Bandwidth, Rule};
+use super::tls::{CertificateFiles, Hsts, TlsConfig};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -19,6 +20,9 @@ pub struct Config {
     /// Address of the admin listener (/healthz, /readyz, /metrics), `IP:PORT`. Changing it needs a restart.
     #[serde(default = "default_admin_listen")]
     pub admin_listen: String,
+    /// HTTPS: the TLS listener, its policy and its shared certificates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsConfig>,
     /// Serving threads, each with its own event loop. Default: the number of cores. Changing it needs a restart.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub threads: Option<usize>,
@@ -261,6 +265,17 @@ pub struct VirtualServer {
     /// On-the-fly compression of cacheable files (precompressed `.br`/`.zst`/`.gz` sidecars are always preferred).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compression: Option<Compression>,
+    /// This virtual server's certificate, offered on the TLS listener for its `hosts` (and
+    /// to clients without SNI when it is the default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<CertificateFiles>,
+    /// Strict-Transport-Security on this virtual server's HTTPS responses.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hsts: Option<Hsts>,
+    /// Answer plain-HTTP requests with a 308 redirect to the same URL over HTTPS (a rule's
+    /// own `https_redirect` overrides this, e.g. to keep `/.well-known/` on HTTP).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub https_redirect: bool,
     /// Rules, evaluated in order; the first that matches handles the request. With no match, files are served from `root`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rules: Vec<Rule>,
@@ -281,6 +296,9 @@ impl VirtualServer {
             error_pages: BTreeMap::new(),
             bandwidth: None,
             compression: None,
+            tls: None,
+            hsts: None,
+            https_redirect: false,
             rules: vec![],
         }
     }

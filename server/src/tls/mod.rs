@@ -1,0 +1,306 @@
+//! HTTPS: certificates by SNI (`table`), checked before they serve (`pair`), reloaded when
+//! their files change (`watch`), the rustls policy (`policy`) and kTLS (`ktls`).
+
+pub mod ktls;
+mod pair;
+mod policy;
+mod table;
+#[cfg(test)]
+pub(crate) mod test_certs;
+pub mod watch;
+
+use crate::metrics::Metrics;
+use crate::settings::TlsSettings;
+use arc_swap::ArcSwap;
+use pair::{LoadedPair, PairFiles};
+use rustls::crypto::CryptoProvider;
+use rustls::ServerConfig;
+use skiff_config::Config;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use table::{CertTable, Resolver, Slot};
+
+/// The certificates a configuration asks for, and the names each serves.
+#[derive(Debug, Clone, Default)]
+pub struct Wanted {
+    entries: Vec<Entry>,
+    /// Each virtual server's name and a name its certificate is found by (`None`: the
+    /// default's, for clients without SNI), for the expiry metric.
+    vhosts: Vec<(String, Option<String>)>,
+}
+
+#[derive(Debug, Clone)]
+struct Entry {
+    files: PairFiles,
+    /// A virtual server's hosts; `None`: the names in the certificate.
+    hosts: Option<Vec<String>>,
+    default: bool,
+}
+
+impl Wanted {
+    /// Virtual servers' own certificates first (they win a name both claim), then the
+    /// listener's. Relative paths are taken from `base`, as roots are.
+    pub fn from_config(cfg: &Config, base: &Path) -> Wanted {
+        let files = |f: &skiff_config::CertificateFiles| PairFiles {
+            cert: base.join(&f.cert),
+            key: base.join(&f.key),
+            ocsp: f.ocsp.as_ref().map(|o| base.join(o)),
+        };
+        let mut wanted = Wanted::default();
+        for vs in &cfg.virtual_servers {
+            if let Some(f) = &vs.tls {
+                wanted.entries.push(Entry {
+                    files: files(f),
+                    hosts: Some(vs.hosts.clone()),
+                    default: vs.default,
+                });
+            }
+            // A wildcard's certificate is found by any name one label below it.
+            let probe = vs.hosts.first().map(|h| match h.strip_prefix("*.") {
+                Some(parent) => format!("wildcard.{parent}"),
+                None => h.clone(),
+            });
+            wanted.vhosts.push((vs.name.clone(), probe));
+        }
+        for f in cfg.tls.iter().flat_map(|t| &t.certificates) {
+            wanted.entries.push(Entry {
+                files: files(f),
+                hosts: None,
+                default: false,
+            });
+        }
+        wanted
+    }
+
+    fn pair_files(&self) -> impl Iterator<Item = &PairFiles> {
+        self.entries.iter().map(|e| &e.files)
+    }
+}
+
+/// What serves now: the wanted certificates and their last good loads.
+struct Live {
+    wanted: Wanted,
+    loaded: HashMap<PairFiles, LoadedPair>,
+}
+
+/// The TLS side of the process: one `ServerConfig` whose resolver reads the live table.
+pub struct Tls {
+    pub config: Arc<ServerConfig>,
+    pub settings: TlsSettings,
+    table: Arc<ArcSwap<CertTable>>,
+    live: Mutex<Live>,
+    provider: CryptoProvider,
+    metrics: Arc<Metrics>,
+}
+
+/// A configuration's certificates, loaded and checked, ready to replace the live ones.
+pub struct Prepared {
+    wanted: Wanted,
+    loaded: HashMap<PairFiles, LoadedPair>,
+}
+
+impl Tls {
+    /// Loads every wanted certificate; any that fails to load fails the start.
+    pub fn new(
+        settings: TlsSettings,
+        wanted: Wanted,
+        metrics: Arc<Metrics>,
+    ) -> Result<Arc<Tls>, String> {
+        let table = Arc::new(ArcSwap::from_pointee(CertTable::default()));
+        let resolver = Arc::new(Resolver {
+            table: table.clone(),
+        });
+        let config = policy::server_config(resolver, settings.tls13_only, settings.ktls)?;
+        let tls = Tls {
+            config,
+            settings,
+            table,
+            live: Mutex::new(Live {
+                wanted: Wanted::default(),
+                loaded: HashMap::new(),
+            }),
+            provider: policy::provider(),
+            metrics,
+        };
+        let prepared = tls.prepare(wanted)?;
+        tls.commit(prepared);
+        Ok(Arc::new(tls))
+    }
+
+    /// Loads a new configuration's certificates (a reload): an error keeps the old
+    /// configuration serving. Pairs already live and unchanged are not read again.
+    pub fn prepare(&self, wanted: Wanted) -> Result<Prepared, String> {
+        let now = pair::unix_now();
+        let mut loaded = HashMap::new();
+        for files in wanted.pair_files() {
+            if loaded.contains_key(files) {
+                continue;
+            }
+            let pair = pair::load(files, &self.provider)?;
+            if !pair.valid_at(now) {
+                // Nothing better exists for it: served, loudly (a browser will refuse it).
+                tracing::error!(
+                    cert = %files.cert.display(),
+                    not_after = pair.not_after,
+                    "certificate outside its validity period; serving it until it is replaced"
+                );
+            }
+            loaded.insert(files.clone(), pair);
+        }
+        if wanted.entries.is_empty() {
+            return Err("the TLS listener has no certificate".into());
+        }
+        Ok(Prepared { wanted, loaded })
+    }
+
+    /// Makes prepared certificates the live ones.
+    pub fn commit(&self, prepared: Prepared) {
+        let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
+        live.wanted = prepared.wanted;
+        live.loaded = prepared.loaded;
+        self.install(&live);
+    }
+
+    /// Reads every live certificate's files again (they changed on disk). A pair that
+    /// changed and passes its checks replaces the old one; one that fails keeps the old
+    /// one serving, logged and counted. Returns how many pairs were replaced.
+    pub fn refresh(&self) -> usize {
+        let now = pair::unix_now();
+        let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
+        let files: Vec<PairFiles> = live.loaded.keys().cloned().collect();
+        let mut replaced = 0;
+        for files in files {
+            let result = pair::load(&files, &self.provider).and_then(|p| {
+                if p.valid_at(now) {
+                    Ok(p)
+                } else {
+                    Err(format!(
+                        "certificate {} is outside its validity period",
+                        files.cert.display()
+                    ))
+                }
+            });
+            let old = &live.loaded[&files];
+            let outcome = match result {
+                Ok(p) if p.fingerprint == old.fingerprint => continue,
+                Ok(p) => {
+                    tracing::info!(
+                        cert = %files.cert.display(),
+                        serial = p.serial.as_str(),
+                        not_after = p.not_after,
+                        "certificate reloaded"
+                    );
+                    live.loaded.insert(files, p);
+                    replaced += 1;
+                    "success"
+                }
+                Err(e) => {
+                    // A half-written pair (the key before the certificate) fails here
+                    // once; the next event, with both files in place, loads it.
+                    tracing::error!(
+                        "certificate not reloaded, the previous one keeps serving: {e}"
+                    );
+                    "failure"
+                }
+            };
+            self.metrics
+                .tls_certificate_reloads
+                .get_or_create(&crate::metrics::ResultLabels { result: outcome })
+                .inc();
+        }
+        if replaced > 0 {
+            self.install(&live);
+        }
+        replaced
+    }
+
+    /// Builds the table from the live pairs and swaps it in; sets the expiry metric.
+    fn install(&self, live: &Live) {
+        let mut table = CertTable::default();
+        for entry in &live.wanted.entries {
+            let pair = &live.loaded[&entry.files];
+            let i = table.slot(Slot {
+                id: entry.files.cert.to_string_lossy().into(),
+                key: pair.key.clone(),
+                not_after: pair.not_after,
+            });
+            for name in entry.hosts.as_ref().unwrap_or(&pair.names) {
+                table.claim(name, i);
+            }
+            if entry.default {
+                table.default_to(i);
+            }
+        }
+        // No default virtual server with a certificate: the listener's first, else the
+        // first at all, answers clients without SNI.
+        if let Some(i) = live.wanted.entries.iter().position(|e| e.hosts.is_none()) {
+            table.default_to(table.slot(Slot {
+                id: live.wanted.entries[i].files.cert.to_string_lossy().into(),
+                key: live.loaded[&live.wanted.entries[i].files].key.clone(),
+                not_after: 0,
+            }));
+        }
+        if !table.is_empty() {
+            table.default_to(0);
+        }
+        let expiry = &self.metrics.tls_certificate_expiry;
+        expiry.clear();
+        for (vhost, probe) in &live.wanted.vhosts {
+            if let Some(slot) = table.find(probe.as_deref()) {
+                expiry
+                    .get_or_create(&crate::metrics::VhostNameLabels {
+                        vhost: vhost.clone(),
+                    })
+                    .set(slot.not_after);
+            }
+        }
+        self.table.store(Arc::new(table));
+    }
+
+    /// The certificate slot a server name gets (SNI, or a Host's name).
+    pub fn slot_for(&self, name: Option<&str>) -> Option<Arc<str>> {
+        self.table.load().find(name).map(|s| s.id.clone())
+    }
+
+    /// Whether a request's Host belongs to another certificate than the one its
+    /// connection was given (`given`), which RFC 9110 §15.5.20 answers with 421.
+    pub fn misdirected(&self, given: Option<&str>, host: Option<&[u8]>) -> bool {
+        let Some(host) = host else { return false };
+        let Ok(authority) = skiff_http::host::parse_authority(host) else {
+            return false; // an invalid Host is answered 400 by the front
+        };
+        let table = self.table.load();
+        table.find(Some(&authority.name)).map(|s| &*s.id) != given
+    }
+
+    /// The folders holding the live certificate files, which the watcher follows.
+    pub fn folders(&self) -> Vec<PathBuf> {
+        let live = self.live.lock().unwrap_or_else(|e| e.into_inner());
+        let mut dirs: Vec<PathBuf> = live
+            .loaded
+            .keys()
+            .flat_map(|f| [Some(&f.cert), Some(&f.key), f.ocsp.as_ref()])
+            .flatten()
+            .filter_map(|p| p.parent().map(Path::to_owned))
+            .collect();
+        dirs.sort();
+        dirs.dedup();
+        dirs
+    }
+
+    /// Whether a file name is one of the live certificate files (or a Kubernetes
+    /// volume's `..data` swap beside them).
+    pub fn is_certificate_file(&self, name: &std::ffi::OsStr) -> bool {
+        if name.as_encoded_bytes().starts_with(b"..") {
+            return true;
+        }
+        let live = self.live.lock().unwrap_or_else(|e| e.into_inner());
+        live.loaded.keys().any(|f| {
+            [Some(&f.cert), Some(&f.key), f.ocsp.as_ref()]
+                .into_iter()
+                .flatten()
+                .any(|p| p.file_name() == Some(name))
+        })
+    }
+}
