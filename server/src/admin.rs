@@ -1,7 +1,8 @@
 //! The admin listener: /healthz (the process is alive), /readyz (503 while draining, so
 //! load balancers stop sending traffic before listening stops), /metrics, and
 //! /config-hash (the hash of the configuration being served, which the operator reads
-//! back to report which config is live).
+//! back to report which config is live) and /certificates (what each virtual server's
+//! HTTPS serves: serial and expiry).
 
 use crate::metrics::Metrics;
 use crate::shutdown::{Phase, ShutdownControl};
@@ -100,6 +101,12 @@ fn route(
                 "{}\n",
                 metrics.config_hash.load()
             ))))
+            .expect("static response"),
+        "/certificates" => Response::builder()
+            .header("content-type", "application/json")
+            .body(Full::new(Bytes::from(
+                metrics.served_certificates.load().as_str().to_owned(),
+            )))
             .expect("static response"),
         _ => text(StatusCode::NOT_FOUND, "not found\n"),
     }

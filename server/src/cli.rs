@@ -356,7 +356,6 @@ fn settings_for(cfg: &Config, t: &TuningArgs) -> Result<Settings, ConfigError> {
                     tls13_only: tls.min_version == skiff_config::TlsVersion::Tls13,
                     ktls: tls.ktls == skiff_config::KtlsMode::Auto,
                     handshake_timeout: tls.handshake_timeout,
-                    public_port: tls.public_port.unwrap_or(listen.port()),
                 })
             }
         },

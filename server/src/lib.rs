@@ -32,4 +32,5 @@ mod shaping;
 mod shutdown;
 mod state;
 mod static_files;
+mod tls;
 mod upstream;

@@ -71,6 +71,17 @@ pub fn serve(
     };
     let metrics = Metrics::new();
     metrics.config_loaded(&hash);
+    let tls = match &settings.tls {
+        Some(t) => Some(
+            crate::tls::Tls::new(
+                t.clone(),
+                crate::tls::Wanted::from_config(&cfg, base),
+                metrics.clone(),
+            )
+            .map_err(ConfigError::Invalid)?,
+        ),
+        None => None,
+    };
     let shutdown = ShutdownControl::new();
     let shared = Arc::new(Shared {
         app: ArcSwap::from_pointee(app),
@@ -79,6 +90,7 @@ pub fn serve(
         metrics: metrics.clone(),
         shutdown: shutdown.clone(),
         permits: Arc::new(tokio::sync::Semaphore::new(settings.limits.max_connections)),
+        tls: tls.clone(),
         settings,
     });
     let admin_listener = match shared.settings.admin_listen {
@@ -90,8 +102,8 @@ pub fn serve(
         }
         None => None,
     };
-    let (bound, workers) = crate::listener::run(shared.clone())
-        .map_err(|e| StartError::Listen {
+    let (bound, workers) =
+        crate::listener::run(shared.clone()).map_err(|e| StartError::Listen {
             addr: e.addr,
             source: e.source,
         })?;
@@ -137,6 +149,9 @@ pub fn serve(
                 shutdown.clone(),
                 sampler,
             ));
+        }
+        if let Some(tls) = tls {
+            tokio::spawn(crate::tls::watch::watch(tls));
         }
         if let Some((triggers, file)) = reload_triggers {
             tokio::spawn(reload::watch(

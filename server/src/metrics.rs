@@ -104,6 +104,9 @@ pub struct Metrics {
     pub config_info: Family<HashLabels, Gauge>,
     /// The same hash as text, for the admin `/config-hash` (read by the operator).
     pub config_hash: arc_swap::ArcSwap<String>,
+    /// The certificates served, per virtual server, as JSON for the admin
+    /// `/certificates` (read by the operator): `[{"vhost","serial","not_after"}]`.
+    pub served_certificates: arc_swap::ArcSwap<String>,
     pub upstream_requests: Family<PoolCodeLabels, Counter>,
     pub upstream_duration: Family<PoolPhaseLabels, Histogram, fn() -> Histogram>,
     pub upstream_active: Family<PoolLabels, Gauge>,
@@ -292,6 +295,7 @@ impl Metrics {
             config_last_success,
             config_info,
             config_hash: Default::default(),
+            served_certificates: arc_swap::ArcSwap::from_pointee("[]\n".to_owned()),
             upstream_requests,
             upstream_duration,
             upstream_active,

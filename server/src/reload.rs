@@ -57,7 +57,7 @@ fn restart_fields_changed(old: &Config, new: &Config) -> Option<&'static str> {
     let tls_listener = |c: &Config| {
         c.tls
             .as_ref()
-            .map(|t| (t.listen.clone(), t.min_version, t.ktls, t.handshake_timeout, t.public_port))
+            .map(|t| (t.listen.clone(), t.min_version, t.ktls, t.handshake_timeout))
     };
     if tls_listener(old) != tls_listener(new) {
         return Some("tls (all but its certificates)");
@@ -107,10 +107,24 @@ pub fn reload_once(
                 &shared.cache,
                 &shared.roots,
                 overrides,
-            ) {
-                Ok(app) => {
+            )
+            .and_then(|app| {
+                // The new certificates load before anything is swapped: a bad one
+                // rejects the whole reload.
+                let certs = match &shared.tls {
+                    Some(tls) => {
+                        Some(tls.prepare(crate::tls::Wanted::from_config(&cfg, &file.base()))?)
+                    }
+                    None => None,
+                };
+                Ok((app, certs))
+            }) {
+                Ok((app, certs)) => {
                     log_warnings(&cfg);
                     shared.app.store(Arc::new(app));
+                    if let (Some(tls), Some(certs)) = (&shared.tls, certs) {
+                        tls.commit(certs);
+                    }
                     shared.metrics.config_loaded(&hash);
                     Outcome::Applied(hash)
                 }

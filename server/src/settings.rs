@@ -35,8 +35,6 @@ pub struct TlsSettings {
     /// Try to move sessions into the kernel (kTLS) after the handshake.
     pub ktls: bool,
     pub handshake_timeout: Duration,
-    /// The port clients reach HTTPS on, for redirects from plain HTTP.
-    pub public_port: u16,
 }
 
 #[derive(Debug, Clone)]

@@ -25,6 +25,8 @@ pub struct Shared {
     pub metrics: Arc<Metrics>,
     pub shutdown: ShutdownControl,
     pub permits: Arc<Semaphore>,
+    /// HTTPS, when a TLS listener is configured.
+    pub tls: Option<Arc<crate::tls::Tls>>,
 }
 
 /// Per-thread mutable state: metric handles and the access-log buffer. Thread-local, so

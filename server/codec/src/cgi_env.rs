@@ -50,6 +50,8 @@ pub struct CgiContext<'a> {
     /// `X_Forwarded_For` and `X-Forwarded-For` both become `HTTP_X_FORWARDED_FOR`, so one
     /// could overwrite the other, or a variable an auth proxy in front sets.
     pub underscores_in_headers: bool,
+    /// The request came over TLS: `HTTPS=on` and `REQUEST_SCHEME=https`.
+    pub secure: bool,
 }
 
 /// CGI variables, stored in one byte buffer with spans: two allocations for the whole
@@ -157,7 +159,13 @@ pub fn environment<'a>(
     };
     env.push(b"SERVER_PROTOCOL", protocol.as_bytes());
     env.push(b"REQUEST_METHOD", req.method.as_bytes());
-    env.push(b"REQUEST_SCHEME", b"http");
+    if cx.secure {
+        env.push(b"REQUEST_SCHEME", b"https");
+        // PHP's $_SERVER['HTTPS'] and WordPress's is_ssl() read this.
+        env.push(b"HTTPS", b"on");
+    } else {
+        env.push(b"REQUEST_SCHEME", b"http");
+    }
     env.logged.target = env.push(b"REQUEST_URI", req.target.as_bytes());
     let query = req.target.split_once('?').map_or("", |(_, q)| q);
     env.push(b"QUERY_STRING", query.as_bytes());
@@ -355,6 +363,7 @@ mod tests {
             content_length: Some(5),
             extra: &extra,
             underscores_in_headers: false,
+            secure: false,
         };
         let env = environment(CgiRequest::of_parts(&parts), &cx);
         let get = |k: &str| env.get(k).map(|v| String::from_utf8(v.to_vec()).unwrap());
@@ -396,6 +405,7 @@ mod tests {
             content_length: Some(0),
             extra: &[],
             underscores_in_headers: false,
+            secure: false,
         };
         let from_parts = environment(CgiRequest::of_parts(&parts), &cx);
         let view = CgiRequest {
@@ -440,6 +450,7 @@ mod tests {
             content_length: None,
             extra: &[],
             underscores_in_headers: underscores,
+            secure: false,
         };
         environment(CgiRequest::of_parts(parts), &cx)
     }
@@ -511,6 +522,7 @@ mod tests {
             content_length: None,
             extra: &extra,
             underscores_in_headers: false,
+            secure: false,
         };
         let env = environment(CgiRequest::of_parts(&parts), &cx);
         assert_eq!(env.get("REQUEST_URI"), Some(&b"/rewritten"[..]));

@@ -243,7 +243,11 @@ fn check_tls(c: &mut Checker, cfg: &Config) {
 }
 
 fn check_certificate_files(c: &mut Checker, p: &str, files: &CertificateFiles) {
-    for (field, value) in [("cert", Some(&files.cert)), ("key", Some(&files.key)), ("ocsp", files.ocsp.as_ref())] {
+    for (field, value) in [
+        ("cert", Some(&files.cert)),
+        ("key", Some(&files.key)),
+        ("ocsp", files.ocsp.as_ref()),
+    ] {
         if value.is_some_and(|v| v.is_empty()) {
             c.fail(format!("{p}.{field}"), "must name a file");
         }

@@ -64,6 +64,11 @@ pub struct RequestHead<'a> {
     pub user_agent: Option<&'a [u8]>,
     /// The TCP peer's address.
     pub peer: Option<IpAddr>,
+    /// The request came over TLS (HTTPS).
+    pub secure: bool,
+    /// Over TLS, the Host names a certificate other than the one the connection was given
+    /// for its SNI (RFC 9110 §15.5.20: 421).
+    pub misdirected: bool,
     pub headers: HeaderSource<'a>,
 }
 

@@ -189,6 +189,7 @@ pub(super) fn compile_rule(
     });
     Ok(Rule {
         bandwidth: BandwidthLimits::from_config(r.bandwidth.as_ref()),
+        https_redirect: r.https_redirect,
         conditions,
         action,
         access,

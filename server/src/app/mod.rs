@@ -34,6 +34,8 @@ pub struct App {
     default: Option<usize>,
     unknown_host: UnknownHost,
     trusted_proxies: Vec<IpNet>,
+    /// The port HTTPS redirects point at (443 is left out of the URL).
+    https_port: u16,
 }
 
 struct VirtualHost {
@@ -45,6 +47,10 @@ struct VirtualHost {
     statics: StaticFiles,
     rules: Vec<Rule>,
     error_pages: HashMap<u16, String>,
+    /// Strict-Transport-Security, for HTTPS responses.
+    hsts: Option<HeaderValue>,
+    /// Plain-HTTP requests are redirected to HTTPS (unless a rule says otherwise).
+    https_redirect: bool,
 }
 
 /// What the configuration made of a request, and the virtual server that decided (for
@@ -179,6 +185,8 @@ impl App {
                     .iter()
                     .map(|(k, v)| (*k, v.clone()))
                     .collect(),
+                hsts: vs.hsts.as_ref().map(hsts_value),
+                https_redirect: vs.https_redirect,
             });
         }
         wildcards.sort_by_key(|(s, _)| std::cmp::Reverse(s.len()));
@@ -193,6 +201,13 @@ impl App {
             default,
             unknown_host: cfg.unknown_host,
             trusted_proxies: parse_nets(&cfg.trusted_proxies)?,
+            https_port: cfg.tls.as_ref().map_or(443, |t| {
+                t.public_port.unwrap_or_else(|| {
+                    t.listen
+                        .parse::<std::net::SocketAddr>()
+                        .map_or(443, |a| a.port())
+                })
+            }),
         })
     }
 
@@ -251,6 +266,12 @@ impl App {
         };
         for rule in &vh.rules {
             if let Some(caps) = rule.conditions.matches(req, path.as_str()) {
+                if !req.secure && rule.https_redirect.unwrap_or(vh.https_redirect) {
+                    return Routed::Reply {
+                        reply: self.https_redirect(req),
+                        vhost: vh.name,
+                    };
+                }
                 let reply = match self.apply(vh, rule, req, &path, caps.as_ref(), verdict) {
                     Applied::Reply(r) => r,
                     Applied::Verify(v) => return Routed::Verify(v),
@@ -260,14 +281,17 @@ impl App {
                                 backend,
                                 path: path.as_str().to_owned(),
                                 root: vh.root_text.clone(),
+                                secure: req.secure,
+                                hsts: vh.hsts.clone().filter(|_| req.secure),
                             }),
                             vhost: vh.name,
                         }
                     }
                 };
+                let reply = self.error_page(vh, req, reply);
                 return Routed::Reply {
                     reply: throttled(
-                        self.error_page(vh, req, reply),
+                        with_hsts(reply, vh, req),
                         &vh.bandwidth,
                         Some(&rule.bandwidth),
                     ),
@@ -275,10 +299,47 @@ impl App {
                 };
             }
         }
-        let reply = vh.statics.respond_clean(req, &path);
+        if !req.secure && vh.https_redirect {
+            return Routed::Reply {
+                reply: self.https_redirect(req),
+                vhost: vh.name,
+            };
+        }
+        let reply = self.error_page(vh, req, vh.statics.respond_clean(req, &path));
         Routed::Reply {
-            reply: throttled(self.error_page(vh, req, reply), &vh.bandwidth, None),
+            reply: throttled(with_hsts(reply, vh, req), &vh.bandwidth, None),
             vhost: vh.name,
+        }
+    }
+
+    /// 308 to the same target over HTTPS: the method and body are kept (RFC 9110 §15.4.9).
+    fn https_redirect(&self, req: &RequestHead<'_>) -> Reply {
+        let host = req
+            .host
+            .and_then(|h| skiff_http::host::parse_authority(h).ok())
+            .map(|a| a.name.into_owned());
+        let Some(host) = host else {
+            // HTTP/1.0 without Host: no name to send the client to.
+            return Reply::error(StatusCode::BAD_REQUEST);
+        };
+        let host = if host.contains(':') {
+            format!("[{host}]") // an IPv6 literal
+        } else {
+            host
+        };
+        let port = match self.https_port {
+            443 => String::new(),
+            p => format!(":{p}"),
+        };
+        // An absolute-form target keeps only its path and query.
+        let target = match (req.target.starts_with('/'), req.query) {
+            (true, _) => req.target.to_owned(),
+            (false, Some(q)) => format!("{}?{q}", req.path),
+            (false, None) => req.path.to_owned(),
+        };
+        match HeaderValue::from_str(&format!("https://{host}{port}{target}")) {
+            Ok(v) => Reply::error(StatusCode::PERMANENT_REDIRECT).header(http::header::LOCATION, v),
+            Err(_) => Reply::error(StatusCode::BAD_REQUEST),
         }
     }
 
@@ -404,6 +465,26 @@ impl App {
 
 /// Attaches the bandwidth limits that apply: the rule's per-connection rate overrides the
 /// virtual server's, and both levels' shared buckets count.
+/// HSTS goes on HTTPS responses only: over plain HTTP it could be injected or stripped
+/// by anyone on the path, so browsers ignore it there (RFC 6797 §7.2).
+fn with_hsts(reply: Reply, vh: &VirtualHost, req: &RequestHead<'_>) -> Reply {
+    match (&vh.hsts, req.secure) {
+        (Some(v), true) => reply.header(http::header::STRICT_TRANSPORT_SECURITY, v.clone()),
+        _ => reply,
+    }
+}
+
+fn hsts_value(h: &skiff_config::Hsts) -> HeaderValue {
+    let mut v = format!("max-age={}", h.max_age.as_secs());
+    if h.include_subdomains {
+        v.push_str("; includeSubDomains");
+    }
+    if h.preload {
+        v.push_str("; preload");
+    }
+    HeaderValue::from_str(&v).expect("ASCII")
+}
+
 fn throttled(mut reply: Reply, vhost: &BandwidthLimits, rule: Option<&BandwidthLimits>) -> Reply {
     let rule_empty = rule.is_none_or(BandwidthLimits::is_empty);
     if (vhost.is_empty() && rule_empty) || reply.body.is_empty() {

@@ -146,4 +146,6 @@ pub struct Rule {
     pub basic_auth: Option<BasicAuth>,
     pub headers: Option<HeaderOps>,
     pub cache: Option<CachePolicy>,
+    /// Overrides the virtual server's `https_redirect` for the requests this rule takes.
+    pub https_redirect: Option<bool>,
 }

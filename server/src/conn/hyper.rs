@@ -5,8 +5,7 @@
 use super::activity::{Activity, Verdict};
 use super::recorded_body::{RecordedBody, RequestMeta};
 use super::reply_body::ReplyBody;
-use super::rewind::Rewind;
-use super::send_deadline::SendDeadline;
+use super::tls::TlsSession;
 use crate::app::Routed;
 use crate::exchange::{front, Outcome, Protocol};
 use crate::http::reply::Reply;
@@ -19,14 +18,14 @@ use http::{HeaderValue, Method, Request, Response, StatusCode};
 use http_body::Body as _;
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
+use hyper::server::conn::{http1, http2};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncWrite};
 
 /// How long an idle connection's GOAWAY waits for the peer's PING answer.
 const GOAWAY_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
@@ -34,40 +33,42 @@ const GOAWAY_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 /// The most of an unread request body the hyper path reads and drops before answering.
 const DRAIN_LIMIT: usize = 64 * 1024;
 
-pub(super) async fn serve(
-    io: SendDeadline<Rewind<TcpStream>>,
-    peer: SocketAddr,
-    local_port: u16,
-    shared: Arc<Shared>,
-) {
+/// Which HTTP hyper speaks on a connection: chosen by the h2c preface on plain
+/// connections, by ALPN on TLS ones (hyper-util's auto builder would sniff again).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Wire {
+    Http1,
+    Http2,
+}
+
+/// The connection requests arrive on.
+#[derive(Debug, Clone)]
+pub(super) struct Origin {
+    pub peer: SocketAddr,
+    pub local_port: u16,
+    /// Set on TLS connections.
+    pub tls: Option<TlsSession>,
+}
+
+pub(super) async fn serve<I>(io: I, wire: Wire, origin: Origin, shared: Arc<Shared>)
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     let limits = shared.settings.limits.clone();
-    let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(limits.header_timeout)
-        .max_buf_size(limits.max_header_bytes.max(8192))
-        .max_headers(100)
-        .keep_alive(true);
-    builder
-        .http2()
-        .timer(TokioTimer::new())
-        .max_header_list_size(limits.max_header_bytes as u32)
-        .max_concurrent_streams(128)
-        // Liveness: a peer that stops answering PINGs is gone, whatever its streams.
-        .keep_alive_interval(Some(limits.send_timeout))
-        .keep_alive_timeout(limits.send_timeout);
+    let peer = origin.peer;
     let svc_shared = shared.clone();
     let remote: Arc<str> = peer.ip().to_string().into();
+    let origin = Arc::new(origin);
     let activity = Activity::new();
     let svc_activity = activity.clone();
     let service = service_fn(move |req| {
         let shared = svc_shared.clone();
         let remote = remote.clone();
+        let origin = origin.clone();
         let busy = svc_activity.begin();
         async move {
             let protocol = Protocol::of(req.version());
-            let mut response = handle(req, peer, local_port, remote, &shared).await;
+            let mut response = handle(req, &origin, remote, &shared).await;
             response.body_mut().hold(busy);
             // As on the fast path: once /readyz fails, HTTP/1 responses close their
             // connection so keep-alive clients move to pods that stay. A request whose
@@ -86,7 +87,45 @@ pub(super) async fn serve(
             Ok::<_, Infallible>(response)
         }
     });
-    let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
+    let io = TokioIo::new(io);
+    match wire {
+        Wire::Http1 => {
+            let conn = http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(limits.header_timeout)
+                .max_buf_size(limits.max_header_bytes.max(8192))
+                .max_headers(100)
+                .keep_alive(true)
+                .serve_connection(io, service)
+                .with_upgrades();
+            drive(conn, |c| c.graceful_shutdown(), &activity, peer, &shared).await
+        }
+        Wire::Http2 => {
+            let conn = http2::Builder::new(TokioExecutor::new())
+                .timer(TokioTimer::new())
+                .max_header_list_size(limits.max_header_bytes as u32)
+                .max_concurrent_streams(128)
+                // Liveness: a peer that stops answering PINGs is gone, whatever its streams.
+                .keep_alive_interval(Some(limits.send_timeout))
+                .keep_alive_timeout(limits.send_timeout)
+                .serve_connection(io, service);
+            drive(conn, |c| c.graceful_shutdown(), &activity, peer, &shared).await
+        }
+    }
+}
+
+/// Runs a hyper connection to its end, a drain (graceful close at shutdown), or the
+/// activity watcher's verdict.
+async fn drive<C>(
+    conn: C,
+    graceful: impl Fn(std::pin::Pin<&mut C>),
+    activity: &Activity,
+    peer: SocketAddr,
+    shared: &Shared,
+) where
+    C: std::future::Future<Output = Result<(), hyper::Error>>,
+{
+    let limits = &shared.settings.limits;
     tokio::pin!(conn);
     let mut phase = shared.shutdown.subscribe();
     tokio::select! {
@@ -96,7 +135,7 @@ pub(super) async fn serve(
             }
         }
         _ = stopping(&mut phase) => {
-            conn.as_mut().graceful_shutdown();
+            graceful(conn.as_mut());
             if let Err(e) = conn.await {
                 tracing::debug!(peer = %peer, error = %e, "connection error while draining");
             }
@@ -106,7 +145,7 @@ pub(super) async fn serve(
         verdict = activity.closes(limits.header_timeout, limits.keepalive_timeout, limits.send_timeout) => {
             tracing::debug!(peer = %peer, ?verdict, "closing the connection");
             if verdict == Verdict::Idle {
-                conn.as_mut().graceful_shutdown();
+                graceful(conn.as_mut());
                 // GOAWAY and a PING whose answer shows the peer saw it, then close; a
                 // live peer answers within a round trip, one that does not is dropped.
                 let grace = limits.header_timeout.min(GOAWAY_GRACE);
@@ -121,11 +160,11 @@ pub(super) async fn serve(
 
 async fn handle(
     req: Request<Incoming>,
-    peer: SocketAddr,
-    local_port: u16,
+    origin: &Origin,
     remote: Arc<str>,
     shared: &Shared,
 ) -> Response<RecordedBody> {
+    let (peer, local_port) = (origin.peer, origin.local_port);
     let started = Instant::now();
     let (parts, body) = req.into_parts();
     let meta = RequestMeta {
@@ -138,7 +177,10 @@ async fn handle(
         started,
     };
     // The request view is built once; a pool request drops it before the parts move on.
-    let head = request_head(&parts, peer.ip());
+    let mut head = request_head(&parts, peer.ip());
+    if let Some(session) = &origin.tls {
+        session.mark(&mut head, shared);
+    }
     let routed = {
         let app = shared.app.load_full();
         let mut routed = front::route(&app, &head, meta.protocol);

@@ -1,5 +1,6 @@
 //! What every connection path decides the same way before and after the configuration
-//! answers: a missing, repeated or invalid Host, the `*` target, the cache
+//! answers: a missing, repeated or invalid Host, a Host another certificate serves
+//! (421), the `*` target, the cache
 //! outcome of a reply, and "draining means close".
 
 use super::record::Protocol;
@@ -49,6 +50,12 @@ pub fn route_checked(
     if host_refused {
         return Routed::Reply {
             reply: Reply::error(StatusCode::BAD_REQUEST),
+            vhost: "unknown",
+        };
+    }
+    if head.misdirected {
+        return Routed::Reply {
+            reply: Reply::error(StatusCode::MISDIRECTED_REQUEST),
             vhost: "unknown",
         };
     }

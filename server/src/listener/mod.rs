@@ -6,4 +6,4 @@
 mod scheduling;
 mod worker;
 
-pub use worker::{run, BindError, Bound};
+pub use worker::run;

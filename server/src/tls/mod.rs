@@ -218,12 +218,14 @@ impl Tls {
     /// Builds the table from the live pairs and swaps it in; sets the expiry metric.
     fn install(&self, live: &Live) {
         let mut table = CertTable::default();
+        let mut first_listener_slot = None;
         for entry in &live.wanted.entries {
             let pair = &live.loaded[&entry.files];
             let i = table.slot(Slot {
                 id: entry.files.cert.to_string_lossy().into(),
                 key: pair.key.clone(),
                 not_after: pair.not_after,
+                serial: pair.serial.clone(),
             });
             for name in entry.hosts.as_ref().unwrap_or(&pair.names) {
                 table.claim(name, i);
@@ -231,21 +233,21 @@ impl Tls {
             if entry.default {
                 table.default_to(i);
             }
+            if entry.hosts.is_none() {
+                first_listener_slot.get_or_insert(i);
+            }
         }
         // No default virtual server with a certificate: the listener's first, else the
         // first at all, answers clients without SNI.
-        if let Some(i) = live.wanted.entries.iter().position(|e| e.hosts.is_none()) {
-            table.default_to(table.slot(Slot {
-                id: live.wanted.entries[i].files.cert.to_string_lossy().into(),
-                key: live.loaded[&live.wanted.entries[i].files].key.clone(),
-                not_after: 0,
-            }));
+        if let Some(i) = first_listener_slot {
+            table.default_to(i);
         }
         if !table.is_empty() {
             table.default_to(0);
         }
         let expiry = &self.metrics.tls_certificate_expiry;
         expiry.clear();
+        let mut served = Vec::new();
         for (vhost, probe) in &live.wanted.vhosts {
             if let Some(slot) = table.find(probe.as_deref()) {
                 expiry
@@ -253,8 +255,16 @@ impl Tls {
                         vhost: vhost.clone(),
                     })
                     .set(slot.not_after);
+                // Names are validated ([A-Za-z0-9._-]) and serials hex: nothing to escape.
+                served.push(format!(
+                    "{{\"vhost\":\"{vhost}\",\"serial\":\"{}\",\"not_after\":{}}}",
+                    slot.serial, slot.not_after
+                ));
             }
         }
+        self.metrics
+            .served_certificates
+            .store(Arc::new(format!("[{}]\n", served.join(","))));
         self.table.store(Arc::new(table));
     }
 

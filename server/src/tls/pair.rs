@@ -193,10 +193,16 @@ mod tests {
         let err = from_pem(b"hello", a.key.as_bytes(), &provider()).unwrap_err();
         assert_eq!(err, "the certificate file holds no CERTIFICATE block");
         let err = from_pem(a.cert.as_bytes(), b"hello", &provider()).unwrap_err();
-        assert!(err.starts_with("the key file holds no usable private key"), "{err}");
+        assert!(
+            err.starts_with("the key file holds no usable private key"),
+            "{err}"
+        );
         let broken = a.cert.replace("MII", "MIX");
         let err = from_pem(broken.as_bytes(), a.key.as_bytes(), &provider()).unwrap_err();
-        assert!(err.starts_with("the leaf certificate does not parse"), "{err}");
+        assert!(
+            err.starts_with("the leaf certificate does not parse"),
+            "{err}"
+        );
     }
 
     #[test]

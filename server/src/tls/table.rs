@@ -16,6 +16,8 @@ pub struct Slot {
     pub id: Arc<str>,
     pub key: Arc<CertifiedKey>,
     pub not_after: i64,
+    /// The leaf's serial number in hex.
+    pub serial: String,
 }
 
 /// Names to certificates; immutable, replaced whole on reload.
@@ -118,6 +120,7 @@ mod tests {
             id: id.into(),
             key: pair.key,
             not_after: pair.not_after,
+            serial: pair.serial,
         }
     }
 

@@ -52,9 +52,10 @@ fn forwarding_headers(
     headers: &mut HeaderMap,
     parts: &http::request::Parts,
     peer: SocketAddr,
-    rule_host: Option<&HeaderValue>,
+    to: &Target<'_>,
     underscores_in_headers: bool,
 ) {
+    let rule_host = to.host;
     if !underscores_in_headers {
         // As for CGI: a backend may read `X_Forwarded_For` as `X-Forwarded-For`.
         let underscored: Vec<http::HeaderName> = headers
@@ -90,7 +91,8 @@ fn forwarding_headers(
     if let Ok(v) = HeaderValue::from_str(&forwarded) {
         headers.insert("x-forwarded-for", v);
     }
-    headers.insert("x-forwarded-proto", HeaderValue::from_static("http"));
+    let proto = if to.secure { "https" } else { "http" };
+    headers.insert("x-forwarded-proto", HeaderValue::from_static(proto));
     match client_host {
         Some(h) => headers.insert("x-forwarded-host", h),
         None => headers.remove("x-forwarded-host"),
@@ -119,6 +121,8 @@ pub(super) struct Target<'r> {
     pub host: Option<&'r HeaderValue>,
     /// `Upgrade` protocols that may be tunnelled (lower-case).
     pub upgrades: &'r [String],
+    /// The client came over HTTPS (X-Forwarded-Proto).
+    pub secure: bool,
 }
 
 pub(super) async fn forward(
@@ -190,7 +194,7 @@ pub(super) async fn forward(
             );
             headers.insert(http::header::UPGRADE, proto.clone());
         }
-        forwarding_headers(headers, &parts, peer, to.host, pool.underscores_in_headers);
+        forwarding_headers(headers, &parts, peer, &to, pool.underscores_in_headers);
         match tokio::time::timeout(pool.read_timeout, client().request(req)).await {
             Err(_) => {
                 pool.report_failure_at(i, dialed);

@@ -91,6 +91,25 @@ pub enum ResponseHead {
     Map(HeaderMap),
 }
 
+impl ResponseHead {
+    /// Adds a field the backend did not send itself.
+    pub fn set_if_absent(&mut self, name: http::HeaderName, value: &http::HeaderValue) {
+        match self {
+            ResponseHead::Map(m) => {
+                m.entry(name).or_insert_with(|| value.clone());
+            }
+            ResponseHead::Fields(f) => {
+                if !f
+                    .iter()
+                    .any(|(n, _)| n.eq_ignore_ascii_case(name.as_str().as_bytes()))
+                {
+                    f.push(name.as_str().as_bytes(), value.as_bytes());
+                }
+            }
+        }
+    }
+}
+
 pub enum Payload {
     /// The whole body, in hand: sent with a Content-Length.
     Whole(Bytes),

@@ -35,4 +35,8 @@ pub struct BackendRoute {
     pub path: String,
     /// The virtual server's root, the default DOCUMENT_ROOT.
     pub root: String,
+    /// The request came over HTTPS (HTTPS=on, REQUEST_SCHEME, X-Forwarded-Proto).
+    pub secure: bool,
+    /// Strict-Transport-Security for the response, when the virtual server sends it.
+    pub hsts: Option<http::HeaderValue>,
 }

@@ -76,6 +76,7 @@ pub async fn serve(req: BackendRequest<'_>, metrics: &Arc<Metrics>) -> UpstreamR
             let to = proxy::Target {
                 host: host.as_ref(),
                 upgrades,
+                secure: route.secure,
             };
             proxy::forward(pool, &mut slot, parts, body, client, to)
                 .await
@@ -103,6 +104,11 @@ pub async fn serve(req: BackendRequest<'_>, metrics: &Arc<Metrics>) -> UpstreamR
             error_response(failure.status())
         }
     };
+    let mut resp = resp;
+    if let Some(hsts) = &route.hsts {
+        resp.head
+            .set_if_absent(http::header::STRICT_TRANSPORT_SECURITY, hsts);
+    }
     handles.count(metrics, resp.status.as_u16());
     let first_byte = start.elapsed().as_secs_f64();
     handles.first_byte.observe(first_byte);

@@ -15,6 +15,8 @@ pub struct Server {
     pub child: Child,
     pub addr: SocketAddr,
     pub admin: SocketAddr,
+    /// The HTTPS listener's address, when one was asked for (`--tls-listen 127.0.0.1:0`).
+    pub tls_addr: Option<SocketAddr>,
     pub root: PathBuf,
     stdout_path: PathBuf,
     stderr: std::sync::Arc<std::sync::Mutex<String>>,
@@ -68,20 +70,23 @@ impl Server {
                         let addr: SocketAddr = words.next().unwrap().parse().unwrap();
                         let _ = words.next(); // "admin"
                         let admin: SocketAddr = words.next().unwrap().parse().unwrap();
-                        let _ = tx.send((addr, admin));
+                        let _ = words.next(); // "tls"
+                        let tls: Option<SocketAddr> = words.next().and_then(|w| w.parse().ok());
+                        let _ = tx.send((addr, admin, tls));
                         sent = true;
                     }
                 }
                 eprintln!("[skiff] {line}");
             }
         });
-        let (addr, admin) = rx
+        let (addr, admin, tls_addr) = rx
             .recv_timeout(Duration::from_secs(20))
             .expect("skiff did not report its address");
         Server {
             child,
             addr,
             admin,
+            tls_addr,
             root: root.to_owned(),
             stdout_path,
             stderr: captured,

@@ -58,6 +58,7 @@ fn cgi_context(
         content_length: Some(length),
         extra: params,
         underscores_in_headers: route.backend.pool.underscores_in_headers,
+        secure: route.secure,
     })
 }
 
