@@ -219,7 +219,8 @@ fn check_tls(c: &mut Checker, cfg: &Config) {
         ),
         Ok(addr) => {
             for (field, other) in [("listen", &cfg.listen), ("admin_listen", &cfg.admin_listen)] {
-                if other.parse::<std::net::SocketAddr>().ok() == Some(addr) {
+                // Port 0 (any free port) never collides.
+                if addr.port() != 0 && other.parse::<std::net::SocketAddr>().ok() == Some(addr) {
                     c.fail("tls.listen", format!("is the same address as {field}"));
                 }
             }

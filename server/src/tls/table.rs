@@ -59,6 +59,7 @@ impl CertTable {
         self.slots.is_empty()
     }
 
+    #[cfg(test)]
     pub fn slots(&self) -> &[Slot] {
         &self.slots
     }

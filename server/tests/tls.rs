@@ -1,0 +1,550 @@
+//! HTTPS against the real binary: ALPN, certificates by SNI, 421, resumption, no 0-RTT,
+//! certificate files rotated under live connections, HSTS and redirects, and what
+//! backends are told. Certificates are made here with rcgen, signed by a test CA the
+//! clients (rustls, curl, openssl) trust.
+
+mod common;
+
+use common::backends::{echo_server, write_config};
+use common::{parse_response, Server};
+use rustls::pki_types::{CertificateDer, ServerName};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A test CA and the leaf certificates it signs.
+struct Pki {
+    ca: rcgen::CertifiedIssuer<'static, rcgen::KeyPair>,
+}
+
+/// A leaf certificate and key as PEM, and its DER to compare with what a client saw.
+struct Leaf {
+    cert: String,
+    key: String,
+    der: Vec<u8>,
+}
+
+impl Pki {
+    fn new() -> Pki {
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "skiff test CA");
+        let ca = rcgen::CertifiedIssuer::self_signed(params, rcgen::KeyPair::generate().unwrap())
+            .unwrap();
+        Pki { ca }
+    }
+
+    fn leaf(&self, names: &[&str]) -> Leaf {
+        let names: Vec<String> = names.iter().map(|s| s.to_string()).collect();
+        let mut params = rcgen::CertificateParams::new(names.clone()).unwrap();
+        params.distinguished_name = rcgen::DistinguishedName::new();
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, names[0].as_str());
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = params.signed_by(&key, &self.ca).unwrap();
+        Leaf {
+            cert: cert.pem(),
+            key: key.serialize_pem(),
+            der: cert.der().to_vec(),
+        }
+    }
+
+    fn ca_pem(&self) -> String {
+        self.ca.pem()
+    }
+
+    fn client(&self, alpn: &[&[u8]]) -> Arc<rustls::ClientConfig> {
+        let mut roots = rustls::RootCertStore::empty();
+        roots
+            .add(CertificateDer::from(self.ca.der().to_vec()))
+            .unwrap();
+        let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::aws_lc_rs::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+        Arc::new(config)
+    }
+}
+
+fn write_leaf(dir: &Path, leaf: &Leaf) -> (PathBuf, PathBuf) {
+    std::fs::create_dir_all(dir).unwrap();
+    let (cert, key) = (dir.join("tls.crt"), dir.join("tls.key"));
+    std::fs::write(&cert, &leaf.cert).unwrap();
+    std::fs::write(&key, &leaf.key).unwrap();
+    (cert, key)
+}
+
+/// A kept-alive HTTPS connection from a rustls client.
+struct Conn {
+    tls: rustls::StreamOwned<rustls::ClientConnection, TcpStream>,
+}
+
+impl Conn {
+    /// Connects with `sni` as the server name (an IP literal sends no SNI).
+    fn open(pki: &Pki, addr: SocketAddr, sni: &str) -> Conn {
+        Conn::connect(pki.client(&[b"http/1.1"]), addr, sni)
+    }
+
+    /// Connects without SNI, verifying the certificate for `name`.
+    fn open_without_sni(pki: &Pki, addr: SocketAddr, name: &str) -> Conn {
+        let mut config = (*pki.client(&[b"http/1.1"])).clone();
+        config.enable_sni = false;
+        Conn::connect(Arc::new(config), addr, name)
+    }
+
+    fn connect(config: Arc<rustls::ClientConfig>, addr: SocketAddr, sni: &str) -> Conn {
+        let name = ServerName::try_from(sni.to_owned()).unwrap();
+        let conn = rustls::ClientConnection::new(config, name).unwrap();
+        let sock = TcpStream::connect(addr).unwrap();
+        sock.set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        Conn {
+            tls: rustls::StreamOwned::new(conn, sock),
+        }
+    }
+
+    /// The certificate the server presented (after the first exchange).
+    fn peer_der(&self) -> Vec<u8> {
+        self.tls.conn.peer_certificates().unwrap()[0].to_vec()
+    }
+
+    /// One GET on the connection: (status, headers, body).
+    fn get(&mut self, host: &str, path: &str) -> (u16, Vec<(String, String)>, Vec<u8>) {
+        write!(self.tls, "GET {path} HTTP/1.1\r\nHost: {host}\r\n\r\n").unwrap();
+        self.tls.flush().unwrap();
+        let mut raw = Vec::new();
+        let mut buf = [0u8; 8192];
+        loop {
+            let n = self.tls.read(&mut buf).unwrap();
+            assert!(n > 0, "connection closed mid-response: {raw:?}");
+            raw.extend_from_slice(&buf[..n]);
+            if let Some(end) = raw.windows(4).position(|w| w == b"\r\n\r\n") {
+                let (_, headers, _) = parse_response(&raw);
+                let len: usize = common::get_header(&headers, "content-length")
+                    .map_or(0, |v| v.parse().unwrap());
+                if raw.len() >= end + 4 + len {
+                    return parse_response(&raw[..end + 4 + len]);
+                }
+            }
+        }
+    }
+}
+
+fn site() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("www/.well-known")).unwrap();
+    std::fs::write(dir.path().join("www/index.html"), "hello over tls\n").unwrap();
+    std::fs::write(dir.path().join("www/.well-known/probe"), "plain\n").unwrap();
+    dir
+}
+
+fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let end = Instant::now() + Duration::from_secs(15);
+    while !done() {
+        assert!(Instant::now() < end, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `skiff serve` with one certificate for localhost: curl picks h2 or HTTP/1.1 by ALPN.
+#[test]
+fn alpn_chooses_http2_or_http11() {
+    let pki = Pki::new();
+    let dir = site();
+    let (cert, key) = write_leaf(&dir.path().join("tls"), &pki.leaf(&["localhost"]));
+    std::fs::write(dir.path().join("ca.pem"), pki.ca_pem()).unwrap();
+    let srv = Server::start(
+        &dir.path().join("www"),
+        &[
+            "--tls-listen",
+            "127.0.0.1:0",
+            "--tls-cert",
+            cert.to_str().unwrap(),
+            "--tls-key",
+            key.to_str().unwrap(),
+        ],
+    );
+    let port = srv.tls_addr.unwrap().port();
+    let url = format!("https://localhost:{port}/");
+    let resolve = format!("localhost:{port}:127.0.0.1");
+    let ca = dir.path().join("ca.pem");
+    for (flag, version) in [("--http1.1", "1.1"), ("--http2", "2")] {
+        let out = common::curl(&[
+            flag,
+            "--cacert",
+            ca.to_str().unwrap(),
+            "--resolve",
+            &resolve,
+            "-w",
+            "\n%{http_version} %{http_code}",
+            &url,
+        ]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(text, format!("hello over tls\n\n{version} 200"), "{flag}");
+    }
+    assert_eq!(
+        srv.metric(r#"skiff_tls_handshakes_total{result="success",version="1.3"}"#),
+        Some(2.0)
+    );
+}
+
+/// Two virtual servers with their own certificates, a wildcard certificate on the
+/// listener, and the default for clients without SNI.
+fn sni_setup(pki: &Pki, dir: &Path) -> (Leaf, Leaf, Leaf, PathBuf) {
+    let a = pki.leaf(&["a.test"]);
+    let b = pki.leaf(&["b.test"]);
+    let wild = pki.leaf(&["*.wild.test"]);
+    write_leaf(&dir.join("a"), &a);
+    write_leaf(&dir.join("b"), &b);
+    write_leaf(&dir.join("wild"), &wild);
+    let www = dir.join("www");
+    let config = write_config(
+        dir,
+        &format!(
+            "tls:\n  listen: 127.0.0.1:0\n  certificates:\n    - {{ cert: wild/tls.crt, key: wild/tls.key }}\nvirtual_servers:\n  - name: a\n    hosts: [a.test]\n    root: {www}\n    tls: {{ cert: a/tls.crt, key: a/tls.key }}\n  - name: b\n    hosts: [b.test]\n    default: true\n    root: {www}\n    tls: {{ cert: b/tls.crt, key: b/tls.key }}\n  - name: wild\n    hosts: [\"*.wild.test\"]\n    root: {www}\n",
+            www = www.display()
+        ),
+    );
+    (a, b, wild, config)
+}
+
+#[test]
+fn sni_chooses_the_certificate_and_a_client_without_sni_gets_the_default() {
+    let pki = Pki::new();
+    let dir = site();
+    let (a, b, wild, config) = sni_setup(&pki, dir.path());
+    let srv = Server::run_config(&config);
+    let addr = srv.tls_addr.unwrap();
+    // The virtual servers' own certificates win over the listener's for their names; the
+    // wildcard certificate covers its names; no SNI gets the default's.
+    for (sni, expected) in [("a.test", &a), ("b.test", &b), ("x.wild.test", &wild)] {
+        let mut conn = Conn::open(&pki, addr, sni);
+        let (status, _, body) = conn.get(sni, "/");
+        assert_eq!(status, 200, "{sni}");
+        assert_eq!(body, b"hello over tls\n");
+        assert!(
+            conn.peer_der() == expected.der,
+            "{sni} got another certificate"
+        );
+    }
+    let mut conn = Conn::open_without_sni(&pki, addr, "b.test");
+    assert_eq!(conn.get("b.test", "/").0, 200);
+    assert!(
+        conn.peer_der() == b.der,
+        "no SNI: not the default's certificate"
+    );
+    // openssl s_client, as an operator would check it.
+    let out = Command::new("openssl")
+        .args([
+            "s_client",
+            "-connect",
+            &addr.to_string(),
+            "-servername",
+            "a.test",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("subject=CN = a.test"), "{text}");
+}
+
+/// A connection for a.test's certificate asked for b.test (another certificate): 421,
+/// so a browser that coalesced the connections retries on a new one.
+#[test]
+fn a_host_served_by_another_certificate_is_misdirected() {
+    let pki = Pki::new();
+    let dir = site();
+    let (_, _, _, config) = sni_setup(&pki, dir.path());
+    let srv = Server::run_config(&config);
+    let mut conn = Conn::open(&pki, srv.tls_addr.unwrap(), "a.test");
+    assert_eq!(conn.get("a.test", "/").0, 200);
+    assert_eq!(conn.get("b.test", "/").0, 421);
+    // y.wild.test is the listener's wildcard certificate, not a.test's.
+    assert_eq!(conn.get("y.wild.test", "/").0, 421);
+    assert_eq!(conn.get("A.TEST.", "/").0, 200);
+}
+
+fn s_client(addr: SocketAddr, extra: &[&str]) -> String {
+    let out = Command::new("openssl")
+        .args([
+            "s_client",
+            "-connect",
+            &addr.to_string(),
+            "-servername",
+            "localhost",
+        ])
+        .args(extra)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// TLS 1.3 tickets resume sessions (also TLS 1.2's); 0-RTT is never accepted (RFC 8470).
+#[test]
+fn sessions_resume_and_early_data_is_refused() {
+    let pki = Pki::new();
+    let dir = site();
+    let (cert, key) = write_leaf(&dir.path().join("tls"), &pki.leaf(&["localhost"]));
+    let srv = Server::start(
+        &dir.path().join("www"),
+        &[
+            "--tls-listen",
+            "127.0.0.1:0",
+            "--tls-cert",
+            cert.to_str().unwrap(),
+            "--tls-key",
+            key.to_str().unwrap(),
+        ],
+    );
+    let addr = srv.tls_addr.unwrap();
+    for version in ["-tls1_3", "-tls1_2"] {
+        let sess = dir.path().join(format!("session{version}.pem"));
+        let sess = sess.to_str().unwrap();
+        // A TLS 1.3 ticket arrives after the handshake: ask for something so it is read.
+        let first = s_client(addr, &[version, "-sess_out", sess, "-ign_eof"]);
+        assert!(first.contains("New,"), "{version}: {first}");
+        let again = s_client(addr, &[version, "-sess_in", sess]);
+        assert!(
+            again.contains("Reused,"),
+            "{version} did not resume: {again}"
+        );
+    }
+    let early = dir.path().join("early.txt");
+    std::fs::write(&early, "GET / HTTP/1.1\r\nHost: localhost\r\n\r\n").unwrap();
+    let sess = dir.path().join("session-tls1_3.pem");
+    let text = s_client(
+        addr,
+        &[
+            "-tls1_3",
+            "-sess_in",
+            sess.to_str().unwrap(),
+            "-early_data",
+            early.to_str().unwrap(),
+        ],
+    );
+    assert!(!text.contains("Early data was accepted"), "{text}");
+    assert!(
+        text.contains("Early data was not sent") || text.contains("Early data was rejected"),
+        "{text}"
+    );
+}
+
+/// A Kubernetes Secret volume: `tls.crt -> ..data/tls.crt`, `..data -> ..<timestamp>`;
+/// an update writes a new timestamped folder and renames a new `..data` link over the old.
+struct SecretVolume {
+    dir: PathBuf,
+    generation: usize,
+}
+
+impl SecretVolume {
+    fn new(dir: PathBuf, leaf: &Leaf) -> SecretVolume {
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut v = SecretVolume { dir, generation: 0 };
+        v.update(&leaf.cert, &leaf.key);
+        for name in ["tls.crt", "tls.key"] {
+            std::os::unix::fs::symlink(format!("..data/{name}"), v.dir.join(name)).unwrap();
+        }
+        v
+    }
+
+    fn update(&mut self, cert: &str, key: &str) {
+        self.generation += 1;
+        let data = format!("..2026_11_23_00_00_0{}", self.generation);
+        let (cert_path, key_path) = write_leaf(
+            &self.dir.join(&data),
+            &Leaf {
+                cert: cert.into(),
+                key: key.into(),
+                der: vec![],
+            },
+        );
+        assert!(cert_path.exists() && key_path.exists());
+        let tmp = self.dir.join("..data_tmp");
+        std::os::unix::fs::symlink(&data, &tmp).unwrap();
+        std::fs::rename(&tmp, self.dir.join("..data")).unwrap();
+    }
+}
+
+fn secret_setup(dir: &Path, first: &Leaf) -> (SecretVolume, Server) {
+    let volume = SecretVolume::new(dir.join("secret"), first);
+    let config = write_config(
+        dir,
+        &format!(
+            "tls:\n  listen: 127.0.0.1:0\nvirtual_servers:\n  - name: site\n    hosts: [site.test]\n    default: true\n    root: {}\n    tls: {{ cert: secret/tls.crt, key: secret/tls.key }}\n",
+            dir.join("www").display()
+        ),
+    );
+    (volume, Server::run_config(&config))
+}
+
+#[test]
+fn a_rotated_certificate_reaches_new_connections_and_live_ones_keep_going() {
+    let pki = Pki::new();
+    let dir = site();
+    let (old, new) = (pki.leaf(&["site.test"]), pki.leaf(&["site.test"]));
+    let (mut volume, srv) = secret_setup(dir.path(), &old);
+    let addr = srv.tls_addr.unwrap();
+    let mut live = Conn::open(&pki, addr, "site.test");
+    assert_eq!(live.get("site.test", "/").0, 200);
+    assert!(live.peer_der() == old.der);
+
+    volume.update(&new.cert, &new.key);
+    let reloaded = r#"skiff_tls_certificate_reloads_total{result="success"}"#;
+    wait_for("the certificate reload", || {
+        srv.metric(reloaded) == Some(1.0)
+    });
+
+    // The kept-alive connection goes on with the session it has.
+    assert_eq!(live.get("site.test", "/").0, 200);
+    let mut fresh = Conn::open(&pki, addr, "site.test");
+    assert_eq!(fresh.get("site.test", "/").0, 200);
+    assert!(
+        fresh.peer_der() == new.der,
+        "a new connection got the old certificate"
+    );
+    // What the pods serve, as the operator reads it.
+    let (_, served) = srv.admin_get("/certificates");
+    assert!(served.contains(r#""vhost":"site""#), "{served}");
+    assert!(srv
+        .metric(r#"skiff_tls_certificate_expiry_timestamp_seconds{vhost="site"}"#)
+        .is_some());
+}
+
+#[test]
+fn a_mismatched_pair_keeps_the_working_certificate() {
+    let pki = Pki::new();
+    let dir = site();
+    let good = pki.leaf(&["site.test"]);
+    let (c, d) = (pki.leaf(&["site.test"]), pki.leaf(&["site.test"]));
+    let (mut volume, srv) = secret_setup(dir.path(), &good);
+    let addr = srv.tls_addr.unwrap();
+    let (_, before) = srv.admin_get("/certificates");
+
+    volume.update(&c.cert, &d.key); // c's certificate with d's key
+    let failed = r#"skiff_tls_certificate_reloads_total{result="failure"}"#;
+    wait_for("the refused reload", || {
+        srv.metric(failed).is_some_and(|n| n >= 1.0)
+    });
+    let mut conn = Conn::open(&pki, addr, "site.test");
+    assert_eq!(conn.get("site.test", "/").0, 200);
+    assert!(
+        conn.peer_der() == good.der,
+        "the bad pair replaced the good one"
+    );
+    assert_eq!(srv.admin_get("/certificates").1, before);
+    assert!(
+        srv.stderr_text()
+            .contains("the private key does not belong to the certificate"),
+        "{}",
+        srv.stderr_text()
+    );
+
+    // Fixed: the next update is taken.
+    volume.update(&d.cert, &d.key);
+    let reloaded = r#"skiff_tls_certificate_reloads_total{result="success"}"#;
+    wait_for("the reload", || srv.metric(reloaded) == Some(1.0));
+    let mut conn = Conn::open(&pki, addr, "site.test");
+    assert_eq!(conn.get("site.test", "/").0, 200);
+    assert!(conn.peer_der() == d.der);
+}
+
+/// HSTS on HTTPS only; plain HTTP redirected (308, the URL kept) except where a rule
+/// keeps it plain; backends told the scheme.
+#[test]
+fn hsts_redirects_and_backends_see_https() {
+    let pki = Pki::new();
+    let dir = site();
+    write_leaf(&dir.path().join("tls"), &pki.leaf(&["site.test"]));
+    let (_echo, port) = echo_server(dir.path(), "e");
+    let config = write_config(
+        dir.path(),
+        &format!(
+            "tls:\n  listen: 127.0.0.1:0\n  public_port: 8443\nvirtual_servers:\n  - name: site\n    hosts: [site.test]\n    default: true\n    root: {}\n    tls: {{ cert: tls/tls.crt, key: tls/tls.key }}\n    hsts: {{ max_age: 1y, include_subdomains: true }}\n    https_redirect: true\n    rules:\n      - match: {{ prefix: /.well-known/ }}\n        action: {{ static: {{}} }}\n        https_redirect: false\n      - match: {{ prefix: /api/ }}\n        action: {{ proxy: {{ pool: api }} }}\npools:\n  - {{ name: api, protocol: http, endpoints: [\"127.0.0.1:{port}\"] }}\n",
+            dir.path().join("www").display()
+        ),
+    );
+    let srv = Server::run_config(&config);
+    let plain = common::raw_exchange(
+        srv.addr,
+        "GET /index.html?a=1 HTTP/1.1\r\nHost: site.test:8080\r\nConnection: close\r\n\r\n",
+    );
+    let (status, headers, _) = parse_response(plain.as_bytes());
+    assert_eq!(status, 308);
+    assert_eq!(
+        common::get_header(&headers, "location"),
+        Some("https://site.test:8443/index.html?a=1")
+    );
+    assert_eq!(
+        common::get_header(&headers, "strict-transport-security"),
+        None
+    );
+    let kept = common::raw_exchange(
+        srv.addr,
+        "GET /.well-known/probe HTTP/1.1\r\nHost: site.test\r\nConnection: close\r\n\r\n",
+    );
+    assert!(kept.starts_with("HTTP/1.1 200"), "{kept}");
+    assert!(!kept
+        .to_ascii_lowercase()
+        .contains("strict-transport-security"));
+
+    let mut conn = Conn::open(&pki, srv.tls_addr.unwrap(), "site.test");
+    let (status, headers, _) = conn.get("site.test", "/index.html");
+    assert_eq!(status, 200);
+    assert_eq!(
+        common::get_header(&headers, "strict-transport-security"),
+        Some("max-age=31557600; includeSubDomains")
+    );
+    let (status, headers, body) = conn.get("site.test", "/api/x");
+    assert_eq!(status, 200);
+    let body = String::from_utf8_lossy(&body);
+    assert!(body.contains("x-forwarded-proto: https"), "{body}");
+    assert!(common::get_header(&headers, "strict-transport-security").is_some());
+}
+
+/// A client that opens a connection and never says hello is dropped at the handshake
+/// timeout, counted, and the accept loop keeps serving others meanwhile.
+#[test]
+fn a_silent_client_is_dropped_at_the_handshake_timeout() {
+    let pki = Pki::new();
+    let dir = site();
+    write_leaf(&dir.path().join("tls"), &pki.leaf(&["site.test"]));
+    let config = write_config(
+        dir.path(),
+        &format!(
+            "tls:\n  listen: 127.0.0.1:0\n  handshake_timeout: 500ms\nvirtual_servers:\n  - name: site\n    default: true\n    root: {}\n    tls: {{ cert: tls/tls.crt, key: tls/tls.key }}\n",
+            dir.path().join("www").display()
+        ),
+    );
+    let srv = Server::run_config(&config);
+    let addr = srv.tls_addr.unwrap();
+    let silent: Vec<TcpStream> = (0..4).map(|_| TcpStream::connect(addr).unwrap()).collect();
+    let mut conn = Conn::open(&pki, addr, "site.test");
+    assert_eq!(conn.get("site.test", "/").0, 200);
+    let started = Instant::now();
+    let mut first = &silent[0];
+    first
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut buf = [0u8; 16];
+    assert_eq!(
+        first.read(&mut buf).unwrap_or(0),
+        0,
+        "expected the server to close"
+    );
+    assert!(started.elapsed() < Duration::from_secs(3));
+    wait_for("the timeout count", || {
+        srv.metric(r#"skiff_tls_handshakes_total{result="timeout",version="none"}"#) == Some(4.0)
+    });
+}
