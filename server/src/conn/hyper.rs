@@ -3,9 +3,9 @@
 //! the same exchange record as on the fast path, so both paths answer and log alike.
 
 use super::activity::{Activity, Verdict};
+use super::origin::Origin;
 use super::recorded_body::{RecordedBody, RequestMeta};
 use super::reply_body::ReplyBody;
-use super::tls::TlsSession;
 use crate::app::Routed;
 use crate::exchange::{front, Outcome, Protocol};
 use crate::http::reply::Reply;
@@ -39,15 +39,6 @@ const DRAIN_LIMIT: usize = 64 * 1024;
 pub(super) enum Wire {
     Http1,
     Http2,
-}
-
-/// The connection requests arrive on.
-#[derive(Debug, Clone)]
-pub(super) struct Origin {
-    pub peer: SocketAddr,
-    pub local_port: u16,
-    /// Set on TLS connections.
-    pub tls: Option<TlsSession>,
 }
 
 pub(super) async fn serve<I>(io: I, wire: Wire, origin: Origin, shared: Arc<Shared>)

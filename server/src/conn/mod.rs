@@ -7,6 +7,7 @@ mod activity;
 mod file_send;
 mod h1;
 mod hyper;
+mod origin;
 mod recorded_body;
 mod reply_body;
 mod rewind;
@@ -36,7 +37,7 @@ pub(crate) async fn serve(
             rewind::Rewind::new(stream, prefix),
             shared.settings.limits.send_timeout,
         );
-        let origin = hyper::Origin {
+        let origin = origin::Origin {
             peer,
             local_port,
             tls: None,

@@ -3,33 +3,14 @@
 //! HTTP/1.1 as ALPN chose, on hyper over rustls; or, once the session moves into the
 //! kernel (kTLS), the HTTP/1.1 fast path with sendfile on the socket itself.
 
-use super::hyper::{Origin, Wire};
+use super::hyper::Wire;
+use super::origin::{Origin, TlsSession};
 use super::send_deadline::SendDeadline;
-use crate::http::request::RequestHead;
 use crate::metrics::{HandshakeLabels, TlsModeLabels};
 use crate::state::Shared;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::net::TcpStream;
-
-/// What a request needs to know of its TLS connection.
-#[derive(Debug, Clone)]
-pub(super) struct TlsSession {
-    /// The certificate slot the handshake's SNI chose (`None`: no certificate matched).
-    pub slot: Option<Arc<str>>,
-}
-
-impl TlsSession {
-    /// Marks a request as HTTPS, and as misdirected when its Host belongs to another
-    /// certificate than the connection's (a browser reusing the connection for a name
-    /// the certificate does not cover would otherwise be served another site's content).
-    pub fn mark(&self, head: &mut RequestHead<'_>, shared: &Shared) {
-        head.secure = true;
-        if let Some(tls) = &shared.tls {
-            head.misdirected = tls.misdirected(self.slot.as_deref(), head.host);
-        }
-    }
-}
 
 /// Serves one accepted connection on the TLS listener until it closes.
 pub(super) async fn serve(
