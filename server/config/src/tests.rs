@@ -272,3 +272,53 @@ fn warnings_point_to_the_protected_rule() {
         ]
     );
 }
+
+#[test]
+fn https_settings_need_the_tls_listener_and_a_certificate() {
+    let orphan = problems(&minimal(
+        "    hsts: {max_age: 1d}\n    https_redirect: true\n    tls: {cert: a.crt, key: a.key}\n",
+    ));
+    for field in ["tls", "hsts", "https_redirect"] {
+        assert!(
+            orphan
+                .iter()
+                .any(|p| p.contains(&format!("virtual_servers[0].{field}"))
+                    && p.contains("needs the TLS listener")),
+            "{field}: {orphan:?}"
+        );
+    }
+    let bare = problems(&format!("tls: {{listen: 0.0.0.0:8443}}\n{}", minimal("")));
+    assert!(
+        bare.iter()
+            .any(|p| p.contains("the TLS listener has no certificate")),
+        "{bare:?}"
+    );
+    let nothing = problems(&format!("listen: \"\"\n{}", minimal("")));
+    assert!(
+        nothing.iter().any(|p| p.contains("nothing is served")),
+        "{nothing:?}"
+    );
+    let clash = problems(&format!(
+        "listen: 0.0.0.0:8443\ntls: {{listen: 0.0.0.0:8443, certificates: [{{cert: a, key: b}}]}}\n{}",
+        minimal("")
+    ));
+    assert!(
+        clash.iter().any(|p| p.contains("same address as listen")),
+        "{clash:?}"
+    );
+    let preload = problems(&format!(
+        "tls: {{listen: 0.0.0.0:8443}}\n{}",
+        minimal("    tls: {cert: a, key: b}\n    hsts: {max_age: 30d, preload: true}\n")
+    ));
+    assert!(
+        preload
+            .iter()
+            .any(|p| p.contains("preload needs include_subdomains")),
+        "{preload:?}"
+    );
+    let good = problems(&format!(
+        "listen: \"\"\ntls: {{listen: 0.0.0.0:8443}}\n{}",
+        minimal("    tls: {cert: a, key: b}\n    hsts: {max_age: 365d, include_subdomains: true, preload: true}\n    https_redirect: true\n")
+    ));
+    assert!(good.is_empty(), "{good:?}");
+}

@@ -1,0 +1,316 @@
+//! Checks of rules (matches, actions, modifiers) and of backend pools.
+
+use super::{check_cidr, Checker};
+use crate::model::*;
+use crate::template::Template;
+use std::collections::HashMap;
+
+pub(super) fn check_rule(
+    c: &mut Checker,
+    p: &str,
+    rule: &Rule,
+    pools: &HashMap<&str, PoolProtocol>,
+) {
+    let m = &rule.matches;
+    for (field, value) in [("prefix", &m.prefix), ("path", &m.path)] {
+        if let Some(v) = value {
+            if !v.starts_with('/') {
+                c.fail(
+                    format!("{p}.match.{field}"),
+                    format!("{v:?} must start with '/'"),
+                );
+            }
+        }
+    }
+    let mut captures = 0;
+    if let Some(re) = &m.regex {
+        match regex::Regex::new(re) {
+            Ok(r) => captures = r.captures_len() - 1,
+            Err(e) => c.fail(
+                format!("{p}.match.regex"),
+                format!("invalid regular expression: {e}"),
+            ),
+        }
+    }
+    for (i, ext) in m.extensions.iter().enumerate() {
+        if ext.is_empty() || ext.contains(['.', '/']) {
+            c.fail(
+                format!("{p}.match.extensions[{i}]"),
+                format!("{ext:?}: give the extension without a dot, e.g. css"),
+            );
+        }
+    }
+    for (i, method) in m.methods.iter().enumerate() {
+        if http_method_invalid(method) {
+            c.fail(
+                format!("{p}.match.methods[{i}]"),
+                format!("{method:?} is not an HTTP method token"),
+            );
+        }
+    }
+    for (i, h) in m.headers.iter().enumerate() {
+        if header_name_invalid(&h.name) {
+            c.fail(
+                format!("{p}.match.headers[{i}].name"),
+                format!("{:?} is not a header name", h.name),
+            );
+        }
+    }
+
+    match &rule.action {
+        Action::Static {} => {}
+        Action::Redirect { to, status } => {
+            if ![301, 302, 303, 307, 308].contains(status) {
+                c.fail(
+                    format!("{p}.action.redirect.status"),
+                    format!("{status} is not a redirect; expected 301, 302, 303, 307 or 308"),
+                );
+            }
+            if let Err(e) = Template::parse(to, captures) {
+                c.fail(format!("{p}.action.redirect.to"), e);
+            }
+        }
+        Action::Return {
+            status,
+            content_type,
+            ..
+        } => {
+            if !(200..=599).contains(status) {
+                c.fail(
+                    format!("{p}.action.return.status"),
+                    format!("{status} is out of range; expected 200 to 599"),
+                );
+            }
+            if header_value_invalid(content_type) {
+                c.fail(
+                    format!("{p}.action.return.content_type"),
+                    "not a valid header value",
+                );
+            }
+        }
+        Action::Deny { status } => {
+            if !(400..=599).contains(status) {
+                c.fail(
+                    format!("{p}.action.deny.status"),
+                    format!("{status} is out of range; expected 400 to 599"),
+                );
+            }
+        }
+        Action::Proxy(r) => check_pool(
+            c,
+            &format!("{p}.action.proxy.pool"),
+            &r.pool,
+            PoolProtocol::Http,
+            pools,
+        ),
+        Action::Fastcgi(r) => check_pool(
+            c,
+            &format!("{p}.action.fastcgi.pool"),
+            &r.pool,
+            PoolProtocol::Fastcgi,
+            pools,
+        ),
+        Action::Uwsgi(r) => check_pool(
+            c,
+            &format!("{p}.action.uwsgi.pool"),
+            &r.pool,
+            PoolProtocol::Uwsgi,
+            pools,
+        ),
+        Action::Scgi(r) => check_pool(
+            c,
+            &format!("{p}.action.scgi.pool"),
+            &r.pool,
+            PoolProtocol::Scgi,
+            pools,
+        ),
+    }
+
+    match &rule.action {
+        Action::Fastcgi(t) | Action::Uwsgi(t) | Action::Scgi(t) => {
+            if t.index
+                .as_ref()
+                .is_some_and(|i| i.is_empty() || i.contains('/'))
+            {
+                c.fail(
+                    format!("{p}.action.index"),
+                    "must be a plain file name such as index.php",
+                );
+            }
+            for name in t.params.keys() {
+                if name.is_empty() || name.bytes().any(|b| b == 0 || b == b'=') {
+                    c.fail(
+                        format!("{p}.action.params"),
+                        format!("{name:?} is not a parameter name"),
+                    );
+                }
+            }
+        }
+        Action::Proxy(t)
+            if t.host
+                .as_ref()
+                .is_some_and(|h| header_value_invalid(h) || h.is_empty()) =>
+        {
+            c.fail(format!("{p}.action.proxy.host"), "not a valid Host value");
+        }
+        _ => {}
+    }
+    if let Some(h) = &rule.headers {
+        for (i, name) in h.remove.iter().enumerate() {
+            if header_name_invalid(name) {
+                c.fail(
+                    format!("{p}.headers.remove[{i}]"),
+                    format!("{name:?} is not a header name"),
+                );
+            }
+        }
+        for (kind, map) in [("set", &h.set), ("add", &h.add)] {
+            for (name, value) in map {
+                if header_name_invalid(name) {
+                    c.fail(
+                        format!("{p}.headers.{kind}.{name}"),
+                        format!("{name:?} is not a header name"),
+                    );
+                } else if header_value_invalid(value) {
+                    c.fail(
+                        format!("{p}.headers.{kind}.{name}"),
+                        "not a valid header value",
+                    );
+                }
+            }
+        }
+    }
+    if let Some(cors) = &rule.cors {
+        if cors.allow_origins.is_empty() {
+            c.fail(
+                format!("{p}.cors.allow_origins"),
+                "name at least one origin, or `*`",
+            );
+        }
+        if cors.allow_credentials && cors.allow_origins.iter().any(|o| o == "*") {
+            c.fail(
+                format!("{p}.cors.allow_credentials"),
+                "browsers refuse credentials with the origin `*`; list the origins",
+            );
+        }
+        for (i, o) in cors.allow_origins.iter().enumerate() {
+            if o != "*" && !(o.starts_with("http://") || o.starts_with("https://")) {
+                c.fail(
+                    format!("{p}.cors.allow_origins[{i}]"),
+                    format!("{o:?}: an origin is scheme://host[:port], or `*`"),
+                );
+            }
+        }
+        for (i, method) in cors.allow_methods.iter().enumerate() {
+            if http_method_invalid(method) {
+                c.fail(
+                    format!("{p}.cors.allow_methods[{i}]"),
+                    format!("{method:?} is not an HTTP method token"),
+                );
+            }
+        }
+    }
+    if let Some(auth) = &rule.basic_auth {
+        if auth.htpasswd.is_empty() {
+            c.fail(
+                format!("{p}.basic_auth.htpasswd"),
+                "must name an htpasswd file",
+            );
+        }
+        if auth.realm.contains('"') || header_value_invalid(&auth.realm) {
+            c.fail(
+                format!("{p}.basic_auth.realm"),
+                "must be printable text without '\"'",
+            );
+        }
+    }
+    if let Some(access) = &rule.access {
+        for (kind, list) in [("allow", &access.allow), ("deny", &access.deny)] {
+            for (i, cidr) in list.iter().enumerate() {
+                check_cidr(c, &format!("{p}.access.{kind}[{i}]"), cidr);
+            }
+        }
+        if !(400..=599).contains(&access.status) {
+            c.fail(
+                format!("{p}.access.status"),
+                format!("{} is out of range; expected 400 to 599", access.status),
+            );
+        }
+    }
+    if let Some(bw) = &rule.bandwidth {
+        check_bandwidth(c, &format!("{p}.bandwidth"), bw);
+    }
+    if let Some(rl) = &rule.rate_limit {
+        if !(rl.requests_per_second.is_finite() && rl.requests_per_second > 0.0) {
+            c.fail(
+                format!("{p}.rate_limit.requests_per_second"),
+                "must be a positive number",
+            );
+        }
+        if rl.burst == 0 {
+            c.fail(format!("{p}.rate_limit.burst"), "must be at least 1");
+        }
+    }
+}
+
+pub(super) fn check_bandwidth(c: &mut Checker, p: &str, bw: &Bandwidth) {
+    if bw.per_connection.is_none() && bw.total.is_none() {
+        c.fail(p, "set per_connection, total, or both (bytes per second)");
+    }
+    for (field, v) in [("per_connection", bw.per_connection), ("total", bw.total)] {
+        if v.is_some_and(|v| v < 1024) {
+            c.fail(
+                format!("{p}.{field}"),
+                "must be at least 1024 bytes per second",
+            );
+        }
+    }
+}
+
+fn check_pool(
+    c: &mut Checker,
+    path: &str,
+    name: &str,
+    want: PoolProtocol,
+    pools: &HashMap<&str, PoolProtocol>,
+) {
+    match pools.get(name) {
+        None => {
+            let mut known: Vec<&str> = pools.keys().copied().collect();
+            known.sort();
+            let known = if known.is_empty() {
+                "none are defined".to_owned()
+            } else {
+                format!("defined: {}", known.join(", "))
+            };
+            c.fail(path, format!("no pool named {name:?} ({known})"));
+        }
+        Some(&got) if got != want => {
+            c.fail(
+                path,
+                format!(
+                    "pool {name:?} speaks {}, but this action needs a {} pool",
+                    got.as_str(),
+                    want.as_str()
+                ),
+            );
+        }
+        Some(_) => {}
+    }
+}
+
+fn is_token_char(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+fn http_method_invalid(m: &str) -> bool {
+    m.is_empty() || !m.bytes().all(is_token_char)
+}
+
+fn header_name_invalid(n: &str) -> bool {
+    n.is_empty() || !n.bytes().all(is_token_char)
+}
+
+fn header_value_invalid(v: &str) -> bool {
+    v.bytes().any(|b| (b < 0x20 && b != b'\t') || b == 0x7f)
+}
