@@ -156,15 +156,11 @@ fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
-/// `skiff serve` with one certificate for localhost: curl picks h2 or HTTP/1.1 by ALPN.
-#[test]
-fn alpn_chooses_http2_or_http11() {
-    let pki = Pki::new();
-    let dir = site();
-    let (cert, key) = write_leaf(&dir.path().join("tls"), &pki.leaf(&["localhost"]));
-    std::fs::write(dir.path().join("ca.pem"), pki.ca_pem()).unwrap();
-    let srv = Server::start(
-        &dir.path().join("www"),
+/// `skiff serve` of `dir/www` over HTTPS with one certificate for localhost.
+fn serve_localhost(pki: &Pki, dir: &Path) -> Server {
+    let (cert, key) = write_leaf(&dir.join("tls"), &pki.leaf(&["localhost"]));
+    Server::start(
+        &dir.join("www"),
         &[
             "--tls-listen",
             "127.0.0.1:0",
@@ -173,7 +169,16 @@ fn alpn_chooses_http2_or_http11() {
             "--tls-key",
             key.to_str().unwrap(),
         ],
-    );
+    )
+}
+
+/// One certificate for localhost: curl picks h2 or HTTP/1.1 by ALPN.
+#[test]
+fn alpn_chooses_http2_or_http11() {
+    let pki = Pki::new();
+    let dir = site();
+    std::fs::write(dir.path().join("ca.pem"), pki.ca_pem()).unwrap();
+    let srv = serve_localhost(&pki, dir.path());
     let port = srv.tls_addr.unwrap().port();
     let url = format!("https://localhost:{port}/");
     let resolve = format!("localhost:{port}:127.0.0.1");
@@ -296,18 +301,7 @@ fn s_client(addr: SocketAddr, extra: &[&str]) -> String {
 fn sessions_resume_and_early_data_is_refused() {
     let pki = Pki::new();
     let dir = site();
-    let (cert, key) = write_leaf(&dir.path().join("tls"), &pki.leaf(&["localhost"]));
-    let srv = Server::start(
-        &dir.path().join("www"),
-        &[
-            "--tls-listen",
-            "127.0.0.1:0",
-            "--tls-cert",
-            cert.to_str().unwrap(),
-            "--tls-key",
-            key.to_str().unwrap(),
-        ],
-    );
+    let srv = serve_localhost(&pki, dir.path());
     let addr = srv.tls_addr.unwrap();
     for version in ["-tls1_3", "-tls1_2"] {
         let sess = dir.path().join(format!("session{version}.pem"));
