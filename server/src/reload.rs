@@ -216,11 +216,8 @@ impl Triggers {
 /// Other files in the folder (logs, sockets, an editor's swap file) are ignored; an
 /// editor that saves by renaming a temporary file over the config is seen by the rename.
 fn may_change_config(ev: &notify::Event, config_name: &std::ffi::OsStr) -> bool {
-    use notify::event::{AccessKind, AccessMode, EventKind};
-    match ev.kind {
-        EventKind::Access(AccessKind::Close(AccessMode::Write)) => {}
-        EventKind::Access(_) => return false,
-        _ => {}
+    if !crate::fs::events::may_change(&ev.kind) {
+        return false;
     }
     // No paths: an overflow or a rescan request, where anything may have changed.
     ev.paths.is_empty()

@@ -4,7 +4,6 @@
 //! was missed.
 
 use super::Tls;
-use notify::event::{AccessKind, AccessMode, EventKind};
 use notify::Watcher;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -66,10 +65,8 @@ pub async fn watch(tls: Arc<Tls>) {
 /// Writes, creations, renames and removals of a certificate file or of a `..`-prefixed
 /// Kubernetes volume entry; never reads (the reload's own reads would wake it again).
 fn may_change(ev: &notify::Event, tls: &Tls) -> bool {
-    match ev.kind {
-        EventKind::Access(AccessKind::Close(AccessMode::Write)) => {}
-        EventKind::Access(_) => return false,
-        _ => {}
+    if !crate::fs::events::may_change(&ev.kind) {
+        return false;
     }
     ev.paths.is_empty()
         || ev
