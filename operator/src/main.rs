@@ -94,6 +94,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .init();
     }
     let network_policy = args.network_policy()?;
+    skiff_operator::install_crypto_provider();
     let client = kube::Client::try_default().await?;
     let metrics = Arc::new(Metrics::new());
     let recorder = kube::runtime::events::Recorder::new(client.clone(), skiff_operator::reporter());
