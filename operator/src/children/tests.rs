@@ -171,6 +171,90 @@ fn certificate_covers_every_host_from_the_issuer() {
     assert_eq!(json["spec"]["dnsNames"][1], "*.shop.example");
 }
 
+/// Each certificate's Secret is a read-only directory mount (never subPath, so the kubelet
+/// updates it and the server reloads it), and nothing in the pod template depends on the
+/// Secret's content: a renewal rolls no pod.
+#[test]
+fn tls_secrets_are_mounted_as_directories_and_the_https_port_is_open() {
+    let v = vs(json!({
+        "hosts": ["shop.example", "shop.example.org"], "content": { "configMap": "site" },
+        "tls": { "secretName": "shop-cert", "port": 8443,
+                 "certificates": [{ "hosts": ["shop.example.org"], "secretName": "org-cert" }] }
+    }));
+    let d = deployment(&v);
+    let template = &d.spec.as_ref().unwrap().template;
+    assert_eq!(
+        template.metadata.as_ref().unwrap().annotations,
+        None,
+        "no checksum annotation: a renewed Secret must not roll the pods"
+    );
+    let pod = pod_spec(&d);
+    let volumes = pod["volumes"].as_array().unwrap();
+    let tls: Vec<&Value> = volumes.iter().filter(|v| v["secret"].is_object()).collect();
+    assert_eq!(
+        tls,
+        [
+            &json!({ "name": "tls-0", "secret": { "secretName": "shop-cert", "defaultMode": 0o440 } }),
+            &json!({ "name": "tls-1", "secret": { "secretName": "org-cert", "defaultMode": 0o440 } }),
+        ],
+        "not optional: a pod waits for its certificate rather than failing to load it"
+    );
+    let skiff = &pod["containers"][0];
+    let mounts: Vec<&Value> = skiff["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["name"].as_str().unwrap().starts_with("tls-"))
+        .collect();
+    assert_eq!(
+        mounts,
+        [
+            &json!({ "name": "tls-0", "mountPath": "/etc/skiff/tls/shop-cert", "readOnly": true }),
+            &json!({ "name": "tls-1", "mountPath": "/etc/skiff/tls/org-cert", "readOnly": true }),
+        ],
+        "directories, no subPath"
+    );
+    assert_eq!(
+        skiff["ports"],
+        json!([
+            { "name": "http", "containerPort": 8080 },
+            { "name": "admin", "containerPort": 9145 },
+            { "name": "https", "containerPort": 8443 }
+        ])
+    );
+    let svc = serde_json::to_value(service(&v)).unwrap();
+    assert_eq!(
+        svc["spec"]["ports"],
+        json!([
+            { "name": "http", "port": 80, "targetPort": "http", "protocol": "TCP" },
+            { "name": "https", "port": 8443, "targetPort": "https", "protocol": "TCP" }
+        ])
+    );
+    let policy = serde_json::to_value(edge_network_policy(&v, &policy_settings())).unwrap();
+    assert_eq!(
+        policy["spec"]["ingress"][0],
+        json!({ "ports": [{ "port": 8080, "protocol": "TCP" }, { "port": 8443, "protocol": "TCP" }] }),
+        "HTTPS from anywhere, like HTTP"
+    );
+}
+
+#[test]
+fn without_tls_there_is_no_https_port_and_no_secret_volume() {
+    let v = vs(json!({ "hosts": ["shop.example"], "content": { "configMap": "site" } }));
+    let pod = pod_spec(&deployment(&v));
+    assert!(!pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|v| v["name"].as_str().unwrap().starts_with("tls-")));
+    assert_eq!(pod["containers"][0]["ports"].as_array().unwrap().len(), 2);
+    let svc = service(&v).spec.unwrap();
+    assert_eq!(svc.ports.unwrap().len(), 1);
+    assert!(Children::new(&v, &render::Rendered::default(), None)
+        .certificate
+        .is_none());
+}
+
 #[test]
 fn a_certificates_ready_condition_is_read_from_what_cert_manager_returns() {
     let returned: Certificate = serde_json::from_value(json!({
