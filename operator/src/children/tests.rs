@@ -1,3 +1,4 @@
+use super::third_party::IssuerSpec;
 use super::*;
 use crate::render;
 use serde_json::{json, Value};
@@ -156,7 +157,9 @@ fn certificate_covers_every_host_from_the_issuer() {
         "hosts": ["shop.example", "*.shop.example"], "content": { "configMap": "site" },
         "tls": { "issuerRef": { "name": "letsencrypt", "kind": "ClusterIssuer" } }
     }));
-    let c = certificate(&v);
+    let groups = v.certificate_groups();
+    let c = certificate(&v, &groups[0]).unwrap();
+    assert_eq!(c.metadata.name.as_deref(), Some("shop"));
     assert_eq!(c.spec.secret_name, "shop-tls");
     assert_eq!(c.spec.dns_names, ["shop.example", "*.shop.example"]);
     assert_eq!(c.spec.issuer_ref.kind.as_deref(), Some("ClusterIssuer"));
@@ -164,11 +167,75 @@ fn certificate_covers_every_host_from_the_issuer() {
         c.metadata.owner_references.unwrap()[0].kind,
         "VirtualServer"
     );
-    let json = serde_json::to_value(certificate(&v)).unwrap();
+    let json = serde_json::to_value(certificate(&v, &groups[0])).unwrap();
     assert_eq!(json["apiVersion"], "cert-manager.io/v1");
     assert_eq!(json["kind"], "Certificate");
     assert_eq!(json["spec"]["issuerRef"]["group"], "cert-manager.io");
     assert_eq!(json["spec"]["dnsNames"][1], "*.shop.example");
+}
+
+/// Hosts with a certificate of their own leave the main one; each issued certificate is a
+/// Certificate named like its Secret, and a certificate of the user's is none.
+#[test]
+fn per_host_certificates_split_the_hosts_and_get_certificates_of_their_own() {
+    let v = vs(json!({
+        "hosts": ["shop.example", "www.shop.example", "shop.example.org", "legacy.example.net"],
+        "content": { "configMap": "site" },
+        "tls": {
+            "issuerRef": { "name": "le", "kind": "ClusterIssuer" },
+            "certificates": [
+                { "hosts": ["shop.example.org"], "secretName": "org-tls", "issuerRef": { "name": "org-ca" } },
+                { "hosts": ["legacy.example.net"], "secretName": "legacy-tls" }
+            ]
+        }
+    }));
+    let groups = v.certificate_groups();
+    let summary: Vec<(usize, Vec<&str>, &str)> = groups
+        .iter()
+        .map(|g| {
+            let hosts = g.hosts.iter().map(String::as_str).collect();
+            (g.index, hosts, g.secret_name.as_str())
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            (0, vec!["shop.example", "www.shop.example"], "shop-tls"),
+            (1, vec!["shop.example.org"], "org-tls"),
+            (2, vec!["legacy.example.net"], "legacy-tls"),
+        ]
+    );
+    let children = Children::new(&v, &render::Rendered::default(), None);
+    let certificates: Vec<(&str, &str, &[String], &str)> = children
+        .certificates
+        .iter()
+        .map(|c| {
+            (
+                c.metadata.name.as_deref().unwrap(),
+                c.spec.secret_name.as_str(),
+                c.spec.dns_names.as_slice(),
+                c.spec.issuer_ref.kind.as_deref().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        certificates,
+        [
+            (
+                "shop",
+                "shop-tls",
+                &["shop.example".to_string(), "www.shop.example".to_string()][..],
+                "ClusterIssuer"
+            ),
+            (
+                "org-tls",
+                "org-tls",
+                &["shop.example.org".to_string()][..],
+                "Issuer"
+            ),
+        ],
+        "legacy-tls is the user's Secret: no Certificate"
+    );
 }
 
 /// Each certificate's Secret is a read-only directory mount (never subPath, so the kubelet
@@ -251,8 +318,37 @@ fn without_tls_there_is_no_https_port_and_no_secret_volume() {
     let svc = service(&v).spec.unwrap();
     assert_eq!(svc.ports.unwrap().len(), 1);
     assert!(Children::new(&v, &render::Rendered::default(), None)
-        .certificate
-        .is_none());
+        .certificates
+        .is_empty());
+}
+
+#[test]
+fn an_acme_issuer_with_http01_solvers_only_is_told_apart() {
+    let issuer = |solvers: Value| -> IssuerSpec {
+        serde_json::from_value(json!({ "acme": {
+            "server": "https://acme-v02.api.letsencrypt.org/directory",
+            "privateKeySecretRef": { "name": "le-account" },
+            "solvers": solvers
+        } }))
+        .unwrap()
+    };
+    let http01 = json!({ "http01": { "ingress": { "ingressClassName": "nginx" } } });
+    let dns01 = json!({ "dns01": { "cloudflare": { "apiTokenSecretRef": { "name": "cf", "key": "token" } } },
+                        "selector": { "dnsZones": ["example.com"] } });
+    assert!(issuer(json!([http01])).acme_http01_only());
+    assert!(issuer(json!([http01, http01])).acme_http01_only());
+    assert!(!issuer(json!([http01, dns01])).acme_http01_only());
+    assert!(!issuer(json!([dns01])).acme_http01_only());
+    assert!(!issuer(json!([])).acme_http01_only());
+    let ca: IssuerSpec = serde_json::from_value(json!({ "ca": { "secretName": "ca" } })).unwrap();
+    assert!(!ca.acme_http01_only(), "not ACME");
+    let cluster: ClusterIssuer = serde_json::from_value(json!({
+        "apiVersion": "cert-manager.io/v1", "kind": "ClusterIssuer",
+        "metadata": { "name": "le" },
+        "spec": { "acme": { "solvers": [http01] } }
+    }))
+    .unwrap();
+    assert!(cluster.spec.issuer.acme_http01_only());
 }
 
 #[test]
@@ -323,20 +419,15 @@ fn children_hold_a_certificate_only_for_an_issuer() {
         "hosts": ["a"], "content": { "configMap": "s" }, "tls": { "secretName": "mine" }
     }));
     assert!(Children::new(&with_secret, &rendered, None)
-        .certificate
-        .is_none());
+        .certificates
+        .is_empty());
     let with_issuer = vs(json!({
         "hosts": ["a"], "content": { "configMap": "s" }, "tls": { "issuerRef": { "name": "le" } }
     }));
     let children = Children::new(&with_issuer, &rendered, None);
+    assert_eq!(children.certificates.len(), 1);
     assert_eq!(
-        children
-            .certificate
-            .unwrap()
-            .spec
-            .issuer_ref
-            .kind
-            .as_deref(),
+        children.certificates[0].spec.issuer_ref.kind.as_deref(),
         Some("Issuer")
     );
     assert_eq!(children.config_map.data.unwrap()[render::CONFIG_FILE], "{}");
