@@ -1,7 +1,7 @@
 //! NetworkPolicies. The edge pods take their data ports (HTTP, and HTTPS with `spec.tls`)
-//! from anywhere, but their admin port (`/metrics` and `/config-hash`, unauthenticated)
-//! only from the operator's pods (which read each pod's `/config-hash`) and from the
-//! metrics namespaces the chart names; a
+//! from anywhere, but their admin port (`/metrics`, `/config-hash` and `/certificates`,
+//! unauthenticated) only from the operator's pods (which read each pod's `/config-hash`
+//! and `/certificates`) and from the metrics namespaces the chart names; a
 //! `placement: pool` backend takes its port only from its VirtualServer's edge pods.
 //! Kubelet probes come from the node, which NetworkPolicies always admit. Only a CNI that
 //! enforces NetworkPolicies (Calico, Cilium...) makes them hold.

@@ -166,7 +166,7 @@ async fn reconcile_inner(vs: &VirtualServer, ctx: &Context) -> Result<Action> {
         integrations::certificates(client, &ns, &vs, &children, had_certificate).await?;
 
     // Status.
-    let live = observe::live_config(client, &ns, &vs, &rendered.hash).await?;
+    let served = observe::served(client, &ns, &vs, &rendered.hash).await?;
     let (certificate, missing_secrets) = match certificates {
         Some(c) => (Some(c.outcome), c.missing_secrets),
         None => (None, vec![]),
@@ -177,9 +177,10 @@ async fn reconcile_inner(vs: &VirtualServer, ctx: &Context) -> Result<Action> {
         monitored,
         certificate,
         missing_secrets,
+        served_certificates: served.certificates,
         deployment: &applied.deployment,
         service: &applied.service,
-        live,
+        live: served.live,
         selector: crate::children::selector_string(&vs),
     };
     let status = status::accepted(&old, vs.metadata.generation, &observed);

@@ -4,7 +4,8 @@
 
 use super::MANAGER;
 use crate::crd::{
-    Condition, ConditionType, EventReason, Reason, VirtualServer, VirtualServerStatus,
+    Condition, ConditionType, EventReason, Reason, ServedCertificate, VirtualServer,
+    VirtualServerStatus,
 };
 use crate::live_config::Verdict;
 use crate::render::{Invalid, Rendered};
@@ -66,6 +67,8 @@ pub(super) struct Observed<'a> {
     pub certificate: Option<Outcome>,
     /// TLS Secrets the edge pods mount that do not exist yet (the pods wait for them).
     pub missing_secrets: Vec<String>,
+    /// The certificates the serving pods report (`status.servedCertificates`).
+    pub served_certificates: Vec<ServedCertificate>,
     /// The edge Deployment and Service as the apply returned them.
     pub deployment: &'a Deployment,
     pub service: &'a Service,
@@ -230,6 +233,7 @@ pub(super) fn accepted(
         .and_then(|s| s.cluster_ip.clone());
     status.config_hash = Some(observed.rendered.hash.clone());
     status.warnings = warnings.clone();
+    status.served_certificates = observed.served_certificates.clone();
     status
 }
 

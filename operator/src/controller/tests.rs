@@ -880,6 +880,7 @@ async fn an_issued_certificate_is_served_over_https_and_one_no_longer_asked_for_
         ),
         ("True", "Issued", "Certificate shop is ready")
     );
+    assert_eq!(status.served_certificates, [], "no pod serves yet");
 }
 
 /// cert-manager answers HTTP-01 from a solver behind its own Ingress, which the edge never
@@ -1115,6 +1116,7 @@ fn observed<'a>(
         monitored: status::Outcome::yes(Reason::ServiceMonitorCreated, ""),
         certificate,
         missing_secrets: vec![],
+        served_certificates: vec![],
         deployment,
         service,
         live: crate::live_config::verdict("h", &[]),
@@ -1149,14 +1151,21 @@ fn pods_waiting_for_a_tls_secret_are_named_in_ready() {
 }
 
 #[test]
-fn a_refusal_is_announced_once() {
+fn the_served_certificates_go_into_the_status_and_a_refusal_is_announced_once() {
     let rendered = render::Rendered::default();
     let deployment = Deployment::default();
     let service = Service::default();
     let refused = status::Outcome::no(Reason::Http01Unsupported, "use DNS-01");
-    let o = observed(&rendered, &deployment, &service, Some(refused));
+    let mut o = observed(&rendered, &deployment, &service, Some(refused));
+    o.served_certificates = vec![crate::crd::ServedCertificate {
+        secret_name: "shop-tls".into(),
+        serial: "0a1b".into(),
+        not_after: "2026-01-01T00:00:00Z".into(),
+        pods: 2,
+    }];
     let old = VirtualServerStatus::default();
     let s = status::accepted(&old, Some(1), &o);
+    assert_eq!(s.served_certificates, o.served_certificates);
     assert_eq!(
         status::certificate_event(&old, &o),
         Some((EventReason::Http01Unsupported, "use DNS-01".into()))

@@ -14,7 +14,7 @@ use crate::crd::{Placement, Pool, RuleAction, VirtualServer};
 use kube::ResourceExt;
 use skiff_config as config;
 
-pub use tls::{certificate_dir, HTTPS_PORT};
+pub use tls::{certificate_dir, vhost_name, HTTPS_PORT};
 
 /// Where the edge pods find things; the Deployment mounts them at these paths.
 pub const SITE_ROOT: &str = "/srv/site";

@@ -1,4 +1,3 @@
-use super::tls::vhost_name;
 use super::*;
 use serde_json::{json, Value};
 
