@@ -7,6 +7,7 @@ mod leader;
 mod live_config;
 mod metrics;
 mod render;
+mod served_certificates;
 
 pub use children::{parse_labels, Children, NetworkPolicyConfig, PoolChildren, DEFAULT_IMAGE};
 pub use controller::{reporter, run, Context};

@@ -4,7 +4,7 @@
 //! volumes lazily, up to a minute later).
 
 use crate::crd::Reason;
-use http_body_util::{BodyExt, Empty};
+use http_body_util::{BodyExt, Empty, Limited};
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
 use k8s_openapi::api::core::v1::Pod;
@@ -15,20 +15,29 @@ const TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The hash a pod serves, or `None` when it cannot be asked (not ready, no IP, no answer).
 pub async fn served_hash(pod: &Pod, admin_port: u16) -> Option<String> {
+    let body = admin_get(pod, admin_port, "/config-hash", 1024).await?;
+    let text = std::str::from_utf8(&body).ok()?.trim();
+    (!text.is_empty() && text.len() <= 64).then(|| text.to_string())
+}
+
+/// The body of a successful `GET path` on a pod's admin port, at most `limit` bytes; `None`
+/// when the pod has no IP, does not answer within [`TIMEOUT`], answers with an error
+/// status (an older server without the path: 404) or sends more.
+pub async fn admin_get(pod: &Pod, admin_port: u16, path: &str, limit: usize) -> Option<Bytes> {
     let ip = pod.status.as_ref()?.pod_ip.clone()?;
-    tokio::time::timeout(TIMEOUT, fetch(&ip, admin_port))
+    tokio::time::timeout(TIMEOUT, fetch(&ip, admin_port, path, limit))
         .await
         .ok()
         .flatten()
 }
 
-async fn fetch(ip: &str, port: u16) -> Option<String> {
+async fn fetch(ip: &str, port: u16, path: &str, limit: usize) -> Option<Bytes> {
     let stream = tokio::net::TcpStream::connect((ip, port)).await.ok()?;
     let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
         .ok()?;
     tokio::spawn(conn);
-    let req = hyper::Request::get("/config-hash")
+    let req = hyper::Request::get(path)
         .header("host", ip)
         .body(Empty::<Bytes>::new())
         .ok()?;
@@ -36,9 +45,8 @@ async fn fetch(ip: &str, port: u16) -> Option<String> {
     if !resp.status().is_success() {
         return None;
     }
-    let body = resp.into_body().collect().await.ok()?.to_bytes();
-    let text = std::str::from_utf8(&body).ok()?.trim();
-    (!text.is_empty() && text.len() <= 64).then(|| text.to_string())
+    let body = Limited::new(resp.into_body(), limit);
+    Some(body.collect().await.ok()?.to_bytes())
 }
 
 /// Whether a pod is Ready and not on its way out: only those serve traffic.

@@ -40,5 +40,5 @@ fn every_example_renders() {
         );
         seen += 1;
     }
-    assert_eq!(seen, 4, "static, thumbnails, PHP and Django examples");
+    assert_eq!(seen, 5, "static, thumbnails, PHP, Django and TLS examples");
 }

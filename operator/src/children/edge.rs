@@ -46,7 +46,8 @@ pub fn config_map(vs: &VirtualServer, rendered: &Rendered) -> ConfigMap {
 
 /// The edge Deployment. A config-only change does not touch the pod template: the pods
 /// hot-reload the mounted ConfigMap (mounted as a directory, never subPath, so the kubelet
-/// updates it). Changes to the template roll pod by pod with maxUnavailable 0.
+/// updates it), and the same holds for the TLS Secrets. Changes to the template roll pod by
+/// pod with maxUnavailable 0. A pod waits for its TLS Secrets to exist before it starts.
 pub fn deployment(vs: &VirtualServer) -> Deployment {
     let spec = &vs.spec;
     let image = spec.image.as_deref().unwrap_or(DEFAULT_IMAGE);
@@ -147,6 +148,35 @@ pub fn deployment(vs: &VirtualServer) -> Deployment {
             }
         }
     }
+    // Each certificate's Secret as a directory (never subPath), read-only: the kubelet
+    // swaps in a renewed Secret and the server, which watches the folder, reloads it. The
+    // template names only the Secret, never its content, so a renewal changes nothing
+    // here and rolls no pod.
+    for g in vs.certificate_groups() {
+        let volume = format!("tls-{}", g.index);
+        volumes.push(Volume {
+            name: volume.clone(),
+            secret: Some(SecretVolumeSource {
+                secret_name: Some(g.secret_name.clone()),
+                // Owner root, group the pod's fsGroup: readable by the server only.
+                default_mode: Some(0o440),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        mounts.push(mount(
+            &volume,
+            &render::certificate_dir(&g.secret_name),
+            true,
+        ));
+    }
+    let mut ports = vec![
+        container_port("http", render::HTTP_PORT),
+        container_port("admin", render::ADMIN_PORT),
+    ];
+    if spec.tls.is_some() {
+        ports.push(container_port("https", render::HTTPS_PORT));
+    }
     let config_path = format!("{}/{}", render::CONFIG_DIR, render::CONFIG_FILE);
     let shutdown_delay = format!("{SHUTDOWN_DELAY_SECONDS}s");
     let mut containers = vec![Container {
@@ -159,10 +189,7 @@ pub fn deployment(vs: &VirtualServer) -> Deployment {
             "--shutdown-delay",
             &shutdown_delay,
         ])),
-        ports: Some(vec![
-            container_port("http", render::HTTP_PORT),
-            container_port("admin", render::ADMIN_PORT),
-        ]),
+        ports: Some(ports),
         readiness_probe: Some(http_probe("/readyz", 2, 1)),
         liveness_probe: Some(http_probe("/healthz", 10, 3)),
         resources: Some(spec.resources.clone().unwrap_or_else(|| {
@@ -233,24 +260,31 @@ pub fn deployment(vs: &VirtualServer) -> Deployment {
     }
 }
 
+/// The edge Service: `http` to the pods' 8080, and with `spec.tls` also `https` (on
+/// `tls.port`) to their 8443.
 pub fn service(vs: &VirtualServer) -> Service {
     let (type_, port) = vs
         .spec
         .service
         .as_ref()
         .map_or(("ClusterIP", 80), |s| (s.type_.as_str(), s.port));
+    let tcp = |name: &str, port: u16| ServicePort {
+        name: Some(name.into()),
+        port: port.into(),
+        target_port: Some(IntOrString::String(name.into())),
+        protocol: Some("TCP".into()),
+        ..Default::default()
+    };
+    let mut ports = vec![tcp("http", port)];
+    if let Some(tls) = &vs.spec.tls {
+        ports.push(tcp("https", tls.port));
+    }
     Service {
         metadata: metadata(vs, &vs.name_any()),
         spec: Some(ServiceSpec {
             type_: Some(type_.into()),
             selector: Some(selector_labels(vs)),
-            ports: Some(vec![ServicePort {
-                name: Some("http".into()),
-                port: port.into(),
-                target_port: Some(IntOrString::String("http".into())),
-                protocol: Some("TCP".into()),
-                ..Default::default()
-            }]),
+            ports: Some(ports),
             ..Default::default()
         }),
         ..Default::default()

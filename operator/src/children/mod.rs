@@ -28,7 +28,9 @@ pub use network_policy::{
     edge_network_policy, parse_labels, pool_network_policy, NetworkPolicyConfig,
 };
 pub use pool::{pool_autoscaler, pool_deployment, pool_service, pooled};
-pub use third_party::{certificate, service_monitor, tls_secret_name, Certificate, ServiceMonitor};
+pub use third_party::{
+    certificate, service_monitor, Certificate, ClusterIssuer, Issuer, ServiceMonitor,
+};
 
 /// The operator's default edge image.
 pub const DEFAULT_IMAGE: &str = "localhost/skiff/skiff:dev";
@@ -57,8 +59,10 @@ pub struct Children {
     pub metrics_service: Service,
     /// Applied only when the Prometheus Operator's CRD exists.
     pub service_monitor: ServiceMonitor,
-    /// Present with `spec.tls.issuerRef`; applied only when cert-manager's CRDs exist.
-    pub certificate: Option<Certificate>,
+    /// One per certificate of `spec.tls` that an issuer provides (`tls.issuerRef`, or an
+    /// entry's), in the order of [`VirtualServer::certificate_groups`]; applied only when
+    /// cert-manager's CRDs exist.
+    pub certificates: Vec<Certificate>,
 }
 
 /// The objects of one `placement: pool` backend.
@@ -100,12 +104,11 @@ impl Children {
                 .collect(),
             metrics_service: metrics_service(vs),
             service_monitor: service_monitor(vs),
-            certificate: vs
-                .spec
-                .tls
-                .as_ref()
-                .is_some_and(|t| t.issuer_ref.is_some())
-                .then(|| certificate(vs)),
+            certificates: vs
+                .certificate_groups()
+                .iter()
+                .filter_map(|g| certificate(vs, g))
+                .collect(),
         }
     }
 }

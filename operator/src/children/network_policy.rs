@@ -1,6 +1,7 @@
-//! NetworkPolicies. The edge pods take their data port from anywhere, but their admin port
-//! (`/metrics` and `/config-hash`, unauthenticated) only from the operator's pods (which
-//! read each pod's `/config-hash`) and from the metrics namespaces the chart names; a
+//! NetworkPolicies. The edge pods take their data ports (HTTP, and HTTPS with `spec.tls`)
+//! from anywhere, but their admin port (`/metrics`, `/config-hash` and `/certificates`,
+//! unauthenticated) only from the operator's pods (which read each pod's `/config-hash`
+//! and `/certificates`) and from the metrics namespaces the chart names; a
 //! `placement: pool` backend takes its port only from its VirtualServer's edge pods.
 //! Kubelet probes come from the node, which NetworkPolicies always admit. Only a CNI that
 //! enforces NetworkPolicies (Calico, Cilium...) makes them hold.
@@ -49,8 +50,8 @@ pub fn parse_labels(items: &[String]) -> Result<BTreeMap<String, String>, String
         .collect()
 }
 
-/// The edge pods' policy: the data port from anywhere, the admin port from the operator
-/// and the metrics namespaces only.
+/// The edge pods' policy: the data ports (8080, and 8443 with `spec.tls`) from anywhere,
+/// the admin port from the operator and the metrics namespaces only.
 pub fn edge_network_policy(vs: &VirtualServer, config: &NetworkPolicyConfig) -> NetworkPolicy {
     let mut admin_peers = vec![NetworkPolicyPeer {
         // Namespace and pods in one peer: both must hold.
@@ -79,6 +80,10 @@ pub fn edge_network_policy(vs: &VirtualServer, config: &NetworkPolicyConfig) -> 
             ..Default::default()
         });
     }
+    let mut data_ports = vec![tcp(render::HTTP_PORT)];
+    if vs.spec.tls.is_some() {
+        data_ports.push(tcp(render::HTTPS_PORT));
+    }
     NetworkPolicy {
         metadata: metadata(vs, &vs.name_any()),
         spec: Some(NetworkPolicySpec {
@@ -87,7 +92,7 @@ pub fn edge_network_policy(vs: &VirtualServer, config: &NetworkPolicyConfig) -> 
             ingress: Some(vec![
                 // No `from`: every source, inside the cluster and out.
                 NetworkPolicyIngressRule {
-                    ports: Some(vec![tcp(render::HTTP_PORT)]),
+                    ports: Some(data_ports),
                     from: None,
                 },
                 NetworkPolicyIngressRule {

@@ -1,9 +1,10 @@
 //! Objects of other projects' CRDs, typed here because k8s-openapi has no types for them:
-//! a cert-manager Certificate and a Prometheus Operator ServiceMonitor. Only the fields the
-//! operator writes or reads are modelled; the rest of what the apiserver returns is ignored.
+//! a cert-manager Certificate (and the Issuer or ClusterIssuer it names, read only) and a
+//! Prometheus Operator ServiceMonitor. Only the fields the operator writes or reads are
+//! modelled; the rest of what the apiserver returns is ignored.
 
 use super::{labels, metadata};
-use crate::crd::VirtualServer;
+use crate::crd::{CertificateGroup, VirtualServer};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::{CustomResource, ResourceExt};
 use serde::{Deserialize, Serialize};
@@ -101,30 +102,84 @@ pub struct MonitorEndpoint {
     pub interval: Option<String>,
 }
 
-/// The Secret holding the hosts' certificate: the one named, or the one cert-manager fills.
-pub fn tls_secret_name(vs: &VirtualServer) -> String {
-    vs.spec
-        .tls
-        .as_ref()
-        .and_then(|t| t.secret_name.clone())
-        .unwrap_or_else(|| format!("{}-tls", vs.name_any()))
-}
-
-/// A cert-manager Certificate for every host, from the named issuer.
-pub fn certificate(vs: &VirtualServer) -> Certificate {
-    let issuer = vs.spec.tls.as_ref().and_then(|t| t.issuer_ref.as_ref());
-    Certificate {
-        metadata: metadata(vs, &vs.name_any()),
+/// A cert-manager Certificate for one certificate group: its hosts, from its issuer, into
+/// the Secret the edge pods mount. `None` for a group whose Secret is the user's.
+pub fn certificate(vs: &VirtualServer, group: &CertificateGroup) -> Option<Certificate> {
+    let issuer = group.issuer.as_ref()?;
+    Some(Certificate {
+        metadata: metadata(vs, &group.certificate_name(vs)),
         spec: CertificateSpec {
-            secret_name: tls_secret_name(vs),
-            dns_names: vs.spec.hosts.clone(),
+            secret_name: group.secret_name.clone(),
+            dns_names: group.hosts.clone(),
             issuer_ref: IssuerReference {
-                name: issuer.map(|i| i.name.clone()).unwrap_or_default(),
-                kind: Some(issuer.map_or("Issuer", |i| i.kind.as_str()).into()),
+                name: issuer.name.clone(),
+                kind: Some(issuer.kind.clone()),
                 group: Some("cert-manager.io".into()),
             },
         },
         status: None,
+    })
+}
+
+/// A cert-manager Issuer (cert-manager.io/v1), read to tell whether its ACME challenges
+/// can be solved for the edge's hosts. Only the solvers' kinds are modelled.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[kube(
+    group = "cert-manager.io",
+    version = "v1",
+    kind = "Issuer",
+    namespaced,
+    schema = "disabled",
+    derive = "PartialEq"
+)]
+pub struct IssuerSpec {
+    /// Set for an ACME issuer (Let's Encrypt...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acme: Option<AcmeIssuer>,
+}
+
+/// A cert-manager ClusterIssuer: an [`IssuerSpec`] for every namespace.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[kube(
+    group = "cert-manager.io",
+    version = "v1",
+    kind = "ClusterIssuer",
+    schema = "disabled",
+    derive = "PartialEq"
+)]
+pub struct ClusterIssuerSpec {
+    #[serde(flatten)]
+    pub issuer: IssuerSpec,
+}
+
+/// An ACME issuer's challenge solvers.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct AcmeIssuer {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub solvers: Vec<AcmeSolver>,
+}
+
+/// One ACME solver: HTTP-01 or DNS-01 (their settings are not needed here).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct AcmeSolver {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http01: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dns01: Option<serde_json::Value>,
+}
+
+impl IssuerSpec {
+    /// An ACME issuer whose every solver is HTTP-01. cert-manager solves HTTP-01 with a
+    /// solver pod behind an Ingress or HTTPRoute of its own, which a Skiff edge serving the
+    /// hosts never routes to, so such a Certificate would never be issued.
+    pub fn acme_http01_only(&self) -> bool {
+        self.acme.as_ref().is_some_and(|acme| {
+            !acme.solvers.is_empty()
+                && acme
+                    .solvers
+                    .iter()
+                    .all(|s| s.http01.is_some() && s.dns01.is_none())
+        })
     }
 }
 

@@ -1,14 +1,16 @@
 //! The optional integrations, discovered at each reconcile so that installing cert-manager
 //! or the Prometheus Operator later just works: a ServiceMonitor for the edge pods' metrics
-//! and a cert-manager Certificate for the hosts.
+//! and cert-manager Certificates for the hosts (refused, with a reason, for an ACME issuer
+//! that only solves HTTP-01).
 
 use super::apply::apply;
 use super::status::Outcome;
-use crate::children::{self, Children};
-use crate::crd::{Reason, VirtualServer};
+use crate::children::{Certificate, Children, ClusterIssuer, Issuer};
+use crate::crd::{CertificateGroup, IssuerRef, Reason, VirtualServer};
 use crate::Result;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{DeleteParams, ListParams};
 use kube::{Api, Client, ResourceExt};
 
 /// The cert-manager CRD whose presence turns `tls.issuerRef` into a Certificate.
@@ -48,49 +50,191 @@ pub(super) async fn monitoring(
     ))
 }
 
-/// The TLS certificate: a named Secret is checked for; an issuer gets a cert-manager
-/// Certificate when cert-manager's CRDs exist, and a clear condition when they do not.
-/// The outcome is the `CertificateReady` condition; `None` without `spec.tls`.
-pub(super) async fn certificate(
+/// What the certificate step found.
+pub(super) struct Certificates {
+    /// The `CertificateReady` condition.
+    pub outcome: Outcome,
+    /// Secrets the edge pods mount that do not exist yet: pods wait for them to start.
+    pub missing_secrets: Vec<String>,
+}
+
+/// The certificates of `spec.tls`. A group whose Secret is the user's is checked for; one
+/// from an issuer gets a cert-manager Certificate when cert-manager's CRDs exist (and a
+/// clear condition when they do not, or when its ACME issuer only solves HTTP-01).
+/// Certificates this VirtualServer no longer asks for are deleted. `None` without
+/// `spec.tls`. `had` says whether the last status carried `CertificateReady`, so that
+/// dropping `spec.tls` removes its Certificates once.
+pub(super) async fn certificates(
     client: &Client,
     ns: &str,
     vs: &VirtualServer,
     children: &Children,
-) -> Result<Option<Outcome>> {
-    if vs.spec.tls.is_none() {
+    had: bool,
+) -> Result<Option<Certificates>> {
+    let groups = vs.certificate_groups();
+    if groups.is_empty() && !had {
         return Ok(None);
     }
-    let Some(certificate) = &children.certificate else {
-        let secret_name = children::tls_secret_name(vs);
-        let found = Api::<Secret>::namespaced(client.clone(), ns)
-            .get_opt(&secret_name)
-            .await?
-            .is_some();
-        return Ok(Some(if found {
-            Outcome::yes(
-                Reason::SecretFound,
-                format!("Secret {secret_name} holds the certificate"),
-            )
-        } else {
-            Outcome::no(
-                Reason::SecretNotFound,
-                format!("Secret {secret_name} does not exist"),
-            )
-        }));
-    };
-    if !crd_installed(client, CERTIFICATES).await? {
-        return Ok(Some(Outcome::no(
-            Reason::CertManagerNotInstalled,
-            "tls.issuerRef needs cert-manager; its CRDs are not installed",
-        )));
-    }
-    let applied = apply(client, ns, certificate).await?;
-    let name = applied.name_any();
-    Ok(Some(match applied.ready_condition() {
-        Some(c) if c.status == "True" => {
-            Outcome::yes(Reason::Issued, format!("Certificate {name} is ready"))
+    let issued = groups.iter().any(|g| g.issuer.is_some());
+    let installed = (issued || had) && crd_installed(client, CERTIFICATES).await?;
+    // Metadata only: the key pair never passes through the operator.
+    let secrets = Api::<Secret>::namespaced(client.clone(), ns);
+    let mut outcomes = vec![];
+    let mut missing_secrets = vec![];
+    let mut wanted = vec![];
+    for g in &groups {
+        let secret = &g.secret_name;
+        let exists = secrets.get_metadata_opt(secret).await?.is_some();
+        if !exists {
+            missing_secrets.push(secret.clone());
         }
-        Some(c) => Outcome::no(Reason::Pending, c.message.as_deref().unwrap_or("not ready")),
-        None => Outcome::no(Reason::Pending, format!("Certificate {name} requested")),
+        let outcome = match &g.issuer {
+            None if exists => Outcome::yes(
+                Reason::SecretFound,
+                format!("Secret {secret} holds the certificate"),
+            ),
+            None => Outcome::no(
+                Reason::SecretNotFound,
+                format!("Secret {secret} does not exist"),
+            ),
+            Some(_) if !installed => Outcome::no(
+                Reason::CertManagerNotInstalled,
+                "tls.issuerRef needs cert-manager; its CRDs are not installed",
+            ),
+            Some(issuer) if acme_http01_only(client, ns, issuer).await? => {
+                Outcome::no(Reason::Http01Unsupported, http01_message(issuer, g))
+            }
+            Some(_) => {
+                let name = g.certificate_name(vs);
+                let certificate = children
+                    .certificates
+                    .iter()
+                    .find(|c| c.metadata.name.as_deref() == Some(name.as_str()))
+                    .expect("Children holds a Certificate for every group with an issuer");
+                let applied = apply(client, ns, certificate).await?;
+                wanted.push(name.clone());
+                match applied.ready_condition() {
+                    Some(c) if c.status == "True" => {
+                        Outcome::yes(Reason::Issued, format!("Certificate {name} is ready"))
+                    }
+                    Some(c) => {
+                        Outcome::no(Reason::Pending, c.message.as_deref().unwrap_or("not ready"))
+                    }
+                    None => Outcome::no(Reason::Pending, format!("Certificate {name} requested")),
+                }
+            }
+        };
+        outcomes.push((g.field(), outcome));
+    }
+    if installed {
+        remove_dropped_certificates(client, ns, vs, &wanted).await?;
+    }
+    if groups.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(Certificates {
+        outcome: combine(outcomes),
+        missing_secrets,
     }))
+}
+
+/// One condition from each certificate's: the only one as it is; with several, True when
+/// all are (with the main one's reason), else the first failing one's reason, and the
+/// messages of those that decide it, each with the field it comes from.
+pub(super) fn combine(mut outcomes: Vec<(String, Outcome)>) -> Outcome {
+    if outcomes.len() == 1 {
+        return outcomes.pop().expect("one").1;
+    }
+    let failing: Vec<&(String, Outcome)> = outcomes.iter().filter(|(_, o)| !o.ok).collect();
+    let message = |list: &[&(String, Outcome)]| {
+        list.iter()
+            .map(|(field, o)| format!("{field}: {}", o.message))
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
+    match failing.first() {
+        None => Outcome::yes(
+            outcomes[0].1.reason,
+            message(&outcomes.iter().collect::<Vec<_>>()),
+        ),
+        Some((_, first)) => Outcome::no(first.reason, message(&failing)),
+    }
+}
+
+/// Whether an issuer is ACME with HTTP-01 solvers only. An issuer that cannot be read
+/// (not there yet, cert-manager's issuer CRDs absent, or an older ClusterRole without
+/// them) is not judged here: cert-manager says what is wrong with it in the Certificate's
+/// own Ready condition.
+async fn acme_http01_only(client: &Client, ns: &str, issuer: &IssuerRef) -> Result<bool> {
+    let spec = if issuer.kind == "ClusterIssuer" {
+        Api::<ClusterIssuer>::all(client.clone())
+            .get_opt(&issuer.name)
+            .await
+            .map(|i| i.map(|i| i.spec.issuer))
+    } else {
+        Api::<Issuer>::namespaced(client.clone(), ns)
+            .get_opt(&issuer.name)
+            .await
+            .map(|i| i.map(|i| i.spec))
+    };
+    match spec {
+        Ok(spec) => Ok(spec.is_some_and(|s| s.acme_http01_only())),
+        Err(kube::Error::Api(s)) if s.code == 403 => {
+            tracing::warn!(issuer = %issuer.name, "cannot read the issuer (RBAC): not checked for HTTP-01");
+            Ok(false)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn http01_message(issuer: &IssuerRef, g: &CertificateGroup) -> String {
+    format!(
+        "{} {} solves ACME challenges over HTTP-01 only; cert-manager answers those from a \
+         solver behind an Ingress or HTTPRoute of its own, which the Skiff edge serving {} \
+         never routes to, so no Certificate was requested. Give the issuer a dns01 solver \
+         (https://cert-manager.io/docs/configuration/acme/dns01/), or bring a certificate \
+         in a Secret (tls.secretName)",
+        issuer.kind,
+        issuer.name,
+        g.hosts.join(", ")
+    )
+}
+
+/// Deletes the Certificates this VirtualServer made that it no longer asks for (an entry
+/// of `tls.certificates` removed, `tls` dropped, an issuer refused). cert-manager leaves
+/// their Secrets in place.
+async fn remove_dropped_certificates(
+    client: &Client,
+    ns: &str,
+    vs: &VirtualServer,
+    wanted: &[String],
+) -> Result<()> {
+    let api = Api::<Certificate>::namespaced(client.clone(), ns);
+    let selector = format!("app.kubernetes.io/instance={}", vs.name_any());
+    let uid = vs.uid().unwrap_or_default();
+    let list = match api
+        .list_metadata(&ListParams::default().labels(&selector))
+        .await
+    {
+        Ok(list) => list,
+        Err(kube::Error::Api(s)) if s.code == 403 => {
+            tracing::warn!(virtualserver = %super::key(vs), "cannot list Certificates (RBAC): none removed");
+            return Ok(());
+        }
+        Err(e) => return Err(e.into()),
+    };
+    for c in list.items {
+        let name = c.name_any();
+        let ours = c.owner_references().iter().any(|o| o.uid == uid);
+        if !ours || wanted.contains(&name) {
+            continue;
+        }
+        tracing::info!(virtualserver = %super::key(vs), certificate = %name, "removing a Certificate no longer asked for");
+        match api.delete(&name, &DeleteParams::background()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
 }

@@ -16,7 +16,7 @@ mod status;
 mod tests;
 
 use crate::children::Children;
-use crate::crd::{EventReason, VirtualServer};
+use crate::crd::{ConditionType, EventReason, VirtualServer};
 use crate::metrics::Metrics;
 use crate::{render, Error, Result};
 use futures::StreamExt;
@@ -158,18 +158,29 @@ async fn reconcile_inner(vs: &VirtualServer, ctx: &Context) -> Result<Action> {
 
     // Integrations.
     let monitored = integrations::monitoring(client, &ns, &vs, &children).await?;
-    let certificate = integrations::certificate(client, &ns, &vs, &children).await?;
+    let had_certificate = old
+        .conditions
+        .iter()
+        .any(|c| c.is(ConditionType::CertificateReady));
+    let certificates =
+        integrations::certificates(client, &ns, &vs, &children, had_certificate).await?;
 
     // Status.
-    let live = observe::live_config(client, &ns, &vs, &rendered.hash).await?;
+    let served = observe::served(client, &ns, &vs, &rendered.hash).await?;
+    let (certificate, missing_secrets) = match certificates {
+        Some(c) => (Some(c.outcome), c.missing_secrets),
+        None => (None, vec![]),
+    };
     let observed = status::Observed {
         rendered: &rendered,
         missing_refs: missing,
         monitored,
         certificate,
+        missing_secrets,
+        served_certificates: served.certificates,
         deployment: &applied.deployment,
         service: &applied.service,
-        live,
+        live: served.live,
         selector: crate::children::selector_string(&vs),
     };
     let status = status::accepted(&old, vs.metadata.generation, &observed);
@@ -179,6 +190,9 @@ async fn reconcile_inner(vs: &VirtualServer, ctx: &Context) -> Result<Action> {
         }
         if let Some(note) = status::warning_event(&old, &observed) {
             let reason = EventReason::RulesShadowed;
+            publish(ctx, &vs, EventType::Warning, reason, &note).await;
+        }
+        if let Some((reason, note)) = status::certificate_event(&old, &observed) {
             publish(ctx, &vs, EventType::Warning, reason, &note).await;
         }
     }

@@ -1,14 +1,13 @@
 //! What the reconcile reads besides the children it applies: whether the objects the spec
-//! refers to exist, and which config the serving edge pods report.
+//! refers to exist, and which config and certificates the serving edge pods report.
 
 use crate::children;
-use crate::crd::VirtualServer;
+use crate::crd::{ServedCertificate, VirtualServer};
 use crate::live_config::{self, Verdict};
-use crate::render;
-use crate::Result;
+use crate::{render, served_certificates, Result};
 use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod, Secret};
 use kube::api::ListParams;
-use kube::{Api, Client};
+use kube::{Api, Client, ResourceExt};
 
 /// Names of referenced objects that do not exist (content and auth Secrets), as the
 /// message of `ResolvedRefs=False`; `None` when all exist.
@@ -51,20 +50,52 @@ pub(super) async fn missing_refs(
     Ok((!missing.is_empty()).then(|| format!("not found: {}", missing.join(", "))))
 }
 
-/// Which config the serving pods report: hot reloads land when the kubelet refreshes the
-/// ConfigMap volume, so this trails the desired hash for up to a minute after a change.
-pub(super) async fn live_config(
+/// What the serving edge pods report: which config each serves, and with `spec.tls`
+/// which certificates.
+pub(super) struct Served {
+    pub live: Verdict,
+    /// Empty without `spec.tls`, or until the pods answer `/certificates`.
+    pub certificates: Vec<ServedCertificate>,
+}
+
+/// Asks each serving pod which config it serves (hot reloads land when the kubelet
+/// refreshes the ConfigMap volume, so this trails the desired hash for up to a minute after
+/// a change) and, with `spec.tls`, which certificates (a renewed Secret lands the same way).
+pub(super) async fn served(
     client: &Client,
     ns: &str,
     vs: &VirtualServer,
     desired_hash: &str,
-) -> Result<Verdict> {
+) -> Result<Served> {
     let pods = Api::<Pod>::namespaced(client.clone(), ns)
         .list(&ListParams::default().labels(&children::selector_string(vs)))
         .await?;
-    let serving = pods.items.iter().filter(|p| live_config::serving(p));
-    let reports =
-        futures::future::join_all(serving.map(|p| live_config::served_hash(p, render::ADMIN_PORT)))
-            .await;
-    Ok(live_config::verdict(desired_hash, &reports))
+    let groups = vs.certificate_groups();
+    let tls = !groups.is_empty();
+    let serving: Vec<&Pod> = pods
+        .items
+        .iter()
+        .filter(|p| live_config::serving(p))
+        .collect();
+    let ask = |p: &Pod| {
+        let p = p.clone();
+        async move {
+            let hash = live_config::served_hash(&p, render::ADMIN_PORT);
+            if !tls {
+                return (hash.await, None);
+            }
+            futures::join!(hash, served_certificates::served(&p, render::ADMIN_PORT))
+        }
+    };
+    let reports = futures::future::join_all(serving.into_iter().map(ask)).await;
+    let (hashes, certificates): (Vec<_>, Vec<_>) = reports.into_iter().unzip();
+    let name = vs.name_any();
+    let secrets = groups
+        .into_iter()
+        .map(|g| (render::vhost_name(&name, g.index), g.secret_name))
+        .collect();
+    Ok(Served {
+        live: live_config::verdict(desired_hash, &hashes),
+        certificates: served_certificates::summarize(&secrets, &certificates),
+    })
 }

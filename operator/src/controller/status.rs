@@ -4,7 +4,8 @@
 
 use super::MANAGER;
 use crate::crd::{
-    Condition, ConditionType, EventReason, Reason, VirtualServer, VirtualServerStatus,
+    Condition, ConditionType, EventReason, Reason, ServedCertificate, VirtualServer,
+    VirtualServerStatus,
 };
 use crate::live_config::Verdict;
 use crate::render::{Invalid, Rendered};
@@ -64,6 +65,10 @@ pub(super) struct Observed<'a> {
     pub monitored: Outcome,
     /// `None` without `spec.tls`.
     pub certificate: Option<Outcome>,
+    /// TLS Secrets the edge pods mount that do not exist yet (the pods wait for them).
+    pub missing_secrets: Vec<String>,
+    /// The certificates the serving pods report (`status.servedCertificates`).
+    pub served_certificates: Vec<ServedCertificate>,
     /// The edge Deployment and Service as the apply returned them.
     pub deployment: &'a Deployment,
     pub service: &'a Service,
@@ -112,27 +117,41 @@ impl Observed<'_> {
         let message = format!("{ready}/{want} edge pods ready");
         if self.settled() && ready > 0 {
             Outcome::yes(Reason::Available, message)
-        } else {
+        } else if self.missing_secrets.is_empty() {
             Outcome::no(Reason::RollingOut, message)
+        } else {
+            let secrets = match &self.missing_secrets[..] {
+                [one] => format!("TLS Secret {one} exists"),
+                many => format!("TLS Secrets {} exist", many.join(", ")),
+            };
+            Outcome::no(
+                Reason::RollingOut,
+                format!("{message}; new pods start once {secrets}"),
+            )
         }
     }
 
     /// When to reconcile again. Not settled yet: look again soon (the owned-Deployment
     /// watch usually comes first). A reload on its way is looked at again soon; pods that
     /// do not answer (an operator outside the cluster, a NetworkPolicy) less often.
-    /// cert-manager's Certificates are not watched (their CRD may not exist): while one is
-    /// pending, look again soon rather than at the settled interval.
+    /// cert-manager's Certificates, issuers and the TLS Secrets are not watched (their CRDs
+    /// may not exist; Secrets are many): while a certificate is pending or its Secret
+    /// missing, look again soon rather than at the settled interval, and a refused issuer
+    /// (which may be fixed without touching the VirtualServer) every minute.
     pub fn requeue_after(&self) -> Duration {
-        let certificate_pending = self
+        let certificate = self
             .certificate
             .as_ref()
-            .is_some_and(|c| !c.ok && c.reason == Reason::Pending);
+            .filter(|c| !c.ok)
+            .map(|c| c.reason);
         if !self.settled() || self.live.reason == Reason::Reloading {
             Duration::from_secs(5)
+        } else if matches!(certificate, Some(Reason::Pending | Reason::SecretNotFound)) {
+            Duration::from_secs(10)
         } else if self.live.reason == Reason::PodsUnreachable {
             Duration::from_secs(30)
-        } else if certificate_pending {
-            Duration::from_secs(10)
+        } else if certificate == Some(Reason::Http01Unsupported) {
+            Duration::from_secs(60)
         } else {
             Duration::from_secs(300)
         }
@@ -214,7 +233,24 @@ pub(super) fn accepted(
         .and_then(|s| s.cluster_ip.clone());
     status.config_hash = Some(observed.rendered.hash.clone());
     status.warnings = warnings.clone();
+    status.served_certificates = observed.served_certificates.clone();
     status
+}
+
+/// The Warning Event for a certificate that cannot be issued as asked (an ACME issuer
+/// with HTTP-01 solvers only), when the condition newly says so.
+pub(super) fn certificate_event(
+    old: &VirtualServerStatus,
+    observed: &Observed<'_>,
+) -> Option<(EventReason, String)> {
+    let now = observed.certificate.as_ref().filter(|c| !c.ok)?;
+    let before = old
+        .conditions
+        .iter()
+        .find(|c| c.is(ConditionType::CertificateReady))
+        .map(|c| c.reason.as_str());
+    (now.reason == Reason::Http01Unsupported && before != Some(now.reason.as_str()))
+        .then(|| (EventReason::Http01Unsupported, now.message.clone()))
 }
 
 /// The Warning Event for an accepted spec's warnings, when they are new: the same

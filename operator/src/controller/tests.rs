@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::children::NetworkPolicyConfig;
-use crate::crd::{Condition, ConditionType, VirtualServerStatus};
+use crate::crd::{Condition, ConditionType, Reason, VirtualServerStatus};
 use http::{Method, Request, Response, StatusCode};
 use kube::client::Body;
 use serde_json::{json, Value};
@@ -117,6 +117,7 @@ struct Call {
     path: String,
     query: BTreeMap<String, String>,
     content_type: Option<String>,
+    accept: String,
     body: Value,
     respond: Responder,
 }
@@ -138,6 +139,11 @@ impl ApiServer {
                 .headers
                 .get(http::header::CONTENT_TYPE)
                 .map(|v| v.to_str().unwrap().to_string()),
+            accept: parts
+                .headers
+                .get(http::header::ACCEPT)
+                .map(|v| v.to_str().unwrap().to_string())
+                .unwrap_or_default(),
             body: if bytes.is_empty() {
                 Value::Null
             } else {
@@ -183,6 +189,13 @@ impl ApiServer {
     /// no Prometheus Operator, and a rolled-out Deployment; the content ConfigMap exists
     /// when `content_exists`.
     async fn accepted_children(&mut self, content_exists: bool) -> BTreeMap<&'static str, Value> {
+        let applied = self.children(content_exists).await;
+        self.no_pods().await;
+        applied
+    }
+
+    /// [`Self::accepted_children`] up to the certificates (which come next with `spec.tls`).
+    async fn children(&mut self, content_exists: bool) -> BTreeMap<&'static str, Value> {
         let mut applied = BTreeMap::new();
         let content = self
             .expect(Method::GET, "/api/v1/namespaces/web/configmaps/site")
@@ -254,6 +267,11 @@ impl ApiServer {
         )
         .await
         .not_found();
+        applied
+    }
+
+    /// The list of edge pods whose config is read back: none yet.
+    async fn no_pods(&mut self) {
         let pods = self
             .expect(Method::GET, "/api/v1/namespaces/web/pods")
             .await;
@@ -262,7 +280,6 @@ impl ApiServer {
             "app.kubernetes.io/name=skiff,app.kubernetes.io/instance=shop"
         );
         pods.ok(json!({ "apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": [] }));
-        applied
     }
 
     /// The next request, which must apply the VirtualServer's status; returns the status.
@@ -296,15 +313,123 @@ impl ApiServer {
 
     /// The next request, which must publish an Event with `reason`; returns its note.
     async fn expect_event(&mut self, reason: EventReason) -> String {
+        self.expect_event_of("Normal", reason).await
+    }
+
+    /// [`Self::expect_event`] of a Warning.
+    async fn expect_warning(&mut self, reason: EventReason) -> String {
+        self.expect_event_of("Warning", reason).await
+    }
+
+    async fn expect_event_of(&mut self, type_: &str, reason: EventReason) -> String {
         let call = self
             .expect(Method::POST, "/apis/events.k8s.io/v1/namespaces/web/events")
             .await;
+        assert_eq!(call.body["type"], type_);
         assert_eq!(call.body["reason"], reason.as_str());
         assert_eq!(call.body["regarding"]["name"], "shop");
         let note = call.body["note"].as_str().unwrap_or_default().to_string();
         let body = call.body.clone();
         call.ok(body);
         note
+    }
+}
+
+/// The TLS requests, in the order a reconcile makes them after the children.
+impl ApiServer {
+    /// Whether cert-manager's Certificate CRD exists.
+    async fn certificate_crd(&mut self, installed: bool) {
+        let call = self
+            .expect(
+                Method::GET,
+                "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/certificates.cert-manager.io",
+            )
+            .await;
+        if !installed {
+            return call.not_found();
+        }
+        call.ok(json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": { "name": "certificates.cert-manager.io" },
+            "spec": { "group": "cert-manager.io", "scope": "Namespaced", "versions": [],
+                      "names": { "kind": "Certificate", "plural": "certificates" } }
+        }));
+    }
+
+    /// A read of a TLS Secret's metadata, never its data: the key pair does not pass through
+    /// the operator. `version` is its resourceVersion, `None`: it does not exist.
+    async fn secret_metadata(&mut self, name: &str, version: Option<&str>) {
+        let call = self
+            .expect(
+                Method::GET,
+                &format!("/api/v1/namespaces/web/secrets/{name}"),
+            )
+            .await;
+        assert!(
+            call.accept.contains("as=PartialObjectMetadata"),
+            "metadata only: {}",
+            call.accept
+        );
+        match version {
+            None => call.not_found(),
+            Some(v) => call.ok(json!({
+                "apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+                "metadata": { "name": name, "namespace": "web", "resourceVersion": v }
+            })),
+        }
+    }
+
+    /// The ClusterIssuer `le` with these ACME solvers.
+    async fn cluster_issuer(&mut self, solvers: Value) {
+        self.expect(Method::GET, "/apis/cert-manager.io/v1/clusterissuers/le")
+            .await
+            .ok(json!({
+                "apiVersion": "cert-manager.io/v1", "kind": "ClusterIssuer",
+                "metadata": { "name": "le" },
+                "spec": { "acme": {
+                    "server": "https://acme-v02.api.letsencrypt.org/directory",
+                    "privateKeySecretRef": { "name": "le-account" },
+                    "solvers": solvers
+                } }
+            }));
+    }
+
+    /// The Certificates labelled as this VirtualServer's: `(name, owner uid)`.
+    async fn certificate_list(&mut self, items: &[(&str, &str)]) {
+        let call = self
+            .expect(
+                Method::GET,
+                "/apis/cert-manager.io/v1/namespaces/web/certificates",
+            )
+            .await;
+        assert_eq!(
+            call.query["labelSelector"],
+            "app.kubernetes.io/instance=shop"
+        );
+        let items: Vec<Value> = items
+            .iter()
+            .map(|(name, uid)| {
+                json!({ "apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+                        "metadata": { "name": name, "namespace": "web",
+                                      "ownerReferences": [{ "apiVersion": "skiff.dev/v1alpha1",
+                                          "kind": "VirtualServer", "name": "shop", "uid": uid,
+                                          "controller": true }] } })
+            })
+            .collect();
+        call.ok(
+            json!({ "apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadataList",
+                        "metadata": {}, "items": items }),
+        );
+    }
+
+    /// The deletion of Certificate `name`.
+    async fn certificate_deleted(&mut self, name: &str) {
+        self.expect(
+            Method::DELETE,
+            &format!("/apis/cert-manager.io/v1/namespaces/web/certificates/{name}"),
+        )
+        .await
+        .ok(json!({ "apiVersion": "v1", "kind": "Status", "metadata": {}, "status": "Success", "code": 200 }));
     }
 }
 
@@ -319,6 +444,14 @@ impl Call {
             "message": "not found", "reason": "NotFound", "code": 404,
         });
         self.answer(StatusCode::NOT_FOUND, status);
+    }
+
+    fn forbidden(self) {
+        let status = json!({
+            "apiVersion": "v1", "kind": "Status", "status": "Failure",
+            "message": "forbidden", "reason": "Forbidden", "code": 403,
+        });
+        self.answer(StatusCode::FORBIDDEN, status);
     }
 
     fn answer(self, code: StatusCode, body: Value) {
@@ -557,7 +690,7 @@ async fn an_invalid_config_is_refused_with_the_validators_message_and_nothing_is
     // Only the status and an Event: a child applied would be a request out of order.
     let (result, (status, note)) = run(vs, |mut api| async move {
         let status = api.expect_status().await;
-        let note = api.expect_event(EventReason::Rejected).await;
+        let note = api.expect_warning(EventReason::Rejected).await;
         (api, (status, note))
     })
     .await;
@@ -627,7 +760,7 @@ async fn a_rule_shadowing_a_protected_one_is_a_status_warning_and_a_warning_even
         api.accepted_children(true).await;
         let status = api.expect_status().await;
         api.expect_event(EventReason::Created).await;
-        let note = api.expect_event(EventReason::RulesShadowed).await;
+        let note = api.expect_warning(EventReason::RulesShadowed).await;
         (api, (status, note))
     })
     .await;
@@ -652,4 +785,480 @@ async fn a_rule_shadowing_a_protected_one_is_a_status_warning_and_a_warning_even
     })
     .await;
     assert!(result.is_ok());
+}
+
+fn dns01() -> Value {
+    json!([{ "dns01": { "cloudflare": { "apiTokenSecretRef": { "name": "cf", "key": "token" } } } }])
+}
+
+fn http01() -> Value {
+    json!([{ "http01": { "ingress": { "ingressClassName": "nginx" } } }])
+}
+
+fn tls_spec(tls: Value) -> Value {
+    json!({ "hosts": ["shop.example"], "content": { "configMap": "site" }, "tls": tls })
+}
+
+#[tokio::test]
+async fn an_issued_certificate_is_served_over_https_and_one_no_longer_asked_for_is_removed() {
+    let spec = tls_spec(json!({
+        "issuerRef": { "name": "le", "kind": "ClusterIssuer" }, "redirect": true
+    }));
+    let vs = virtual_server(spec, None);
+    let (result, (applied, certificate, status)) = run(vs, |mut api| async move {
+        let applied = api.children(true).await;
+        api.certificate_crd(true).await;
+        api.secret_metadata("shop-tls", Some("7")).await;
+        api.cluster_issuer(dns01()).await;
+        let ready = json!({ "status": { "conditions": [{
+            "type": "Ready", "status": "True", "reason": "Ready",
+            "message": "Certificate is up to date and has not expired"
+        }] } });
+        let certificate = api
+            .expect_apply(
+                "/apis/cert-manager.io/v1/namespaces/web/certificates/shop",
+                ready,
+            )
+            .await;
+        // One left from an entry since removed, and one that is not this VirtualServer's.
+        api.certificate_list(&[
+            ("shop", "vs-uid"),
+            ("old-tls", "vs-uid"),
+            ("theirs", "other"),
+        ])
+        .await;
+        api.certificate_deleted("old-tls").await;
+        api.no_pods().await;
+        let status = api.expect_status().await;
+        api.expect_event(EventReason::Created).await;
+        (api, (applied, certificate, status))
+    })
+    .await;
+    assert_eq!(result.unwrap(), Action::requeue(Duration::from_secs(300)));
+
+    assert_eq!(certificate["kind"], "Certificate");
+    assert_eq!(certificate["spec"]["secretName"], "shop-tls");
+    assert_eq!(certificate["spec"]["dnsNames"], json!(["shop.example"]));
+    assert_eq!(certificate["spec"]["issuerRef"]["kind"], "ClusterIssuer");
+    assert_eq!(
+        certificate["metadata"]["ownerReferences"][0]["uid"],
+        "vs-uid"
+    );
+
+    let yaml = applied["configmap"]["data"]["skiff.yaml"].as_str().unwrap();
+    let config = skiff_config::parse_yaml(yaml).unwrap();
+    let listener = config.tls.unwrap();
+    assert_eq!(
+        (listener.listen.as_str(), listener.public_port),
+        ("0.0.0.0:8443", Some(443))
+    );
+    let shop = &config.virtual_servers[0];
+    assert_eq!(
+        shop.tls.as_ref().unwrap().cert,
+        "/etc/skiff/tls/shop-tls/tls.crt"
+    );
+    assert!(shop.https_redirect);
+    let pod = &applied["deployment"]["spec"]["template"]["spec"];
+    assert!(pod["volumes"].as_array().unwrap().contains(
+        &json!({ "name": "tls-0", "secret": { "secretName": "shop-tls", "defaultMode": 0o440 } })
+    ));
+    assert_eq!(
+        applied["service"]["spec"]["ports"][1],
+        json!({ "name": "https", "port": 443, "targetPort": "https", "protocol": "TCP" })
+    );
+    assert_eq!(
+        applied["networkpolicy"]["spec"]["ingress"][0]["ports"][1],
+        json!({ "port": 8443, "protocol": "TCP" })
+    );
+
+    let ready = condition(&status, ConditionType::CertificateReady);
+    assert_eq!(
+        (
+            ready.status.as_str(),
+            ready.reason.as_str(),
+            ready.message.as_str()
+        ),
+        ("True", "Issued", "Certificate shop is ready")
+    );
+    assert_eq!(status.served_certificates, [], "no pod serves yet");
+}
+
+/// cert-manager answers HTTP-01 from a solver behind its own Ingress, which the edge never
+/// routes: an ACME issuer with HTTP-01 solvers only is refused with a reason that points
+/// at DNS-01 and a Warning Event, no Certificate is requested, and one made earlier is
+/// removed.
+#[tokio::test]
+async fn an_acme_issuer_with_http01_solvers_only_is_refused_with_a_pointer_to_dns01() {
+    let spec = tls_spec(json!({ "issuerRef": { "name": "le", "kind": "ClusterIssuer" } }));
+    let vs = virtual_server(spec.clone(), None);
+    let (result, (status, warning)) = run(vs, |mut api| async move {
+        api.children(true).await;
+        api.certificate_crd(true).await;
+        api.secret_metadata("shop-tls", None).await;
+        api.cluster_issuer(http01()).await;
+        // No Certificate applied; the one from before the issuer changed goes.
+        api.certificate_list(&[("shop", "vs-uid")]).await;
+        api.certificate_deleted("shop").await;
+        api.no_pods().await;
+        let status = api.expect_status().await;
+        api.expect_event(EventReason::Created).await;
+        let warning = api.expect_warning(EventReason::Http01Unsupported).await;
+        (api, (status, warning))
+    })
+    .await;
+    assert_eq!(
+        result.unwrap(),
+        Action::requeue(Duration::from_secs(60)),
+        "the issuer is not watched: looked at again every minute"
+    );
+    let ready = condition(&status, ConditionType::CertificateReady);
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("False", "Http01Unsupported")
+    );
+    for needle in [
+        "ClusterIssuer le solves ACME challenges over HTTP-01 only",
+        "shop.example",
+        "dns01 solver",
+        "https://cert-manager.io/docs/configuration/acme/dns01/",
+    ] {
+        assert!(
+            ready.message.contains(needle),
+            "{needle:?} in {}",
+            ready.message
+        );
+    }
+    assert_eq!(warning, ready.message);
+    assert_eq!(
+        condition(&status, ConditionType::Accepted).status,
+        "True",
+        "the config is fine; the certificate is what cannot be had"
+    );
+
+    // Unchanged: no second Event, no status write.
+    let vs = virtual_server(spec, Some(&status));
+    let (result, ()) = run(vs, |mut api| async move {
+        api.children(true).await;
+        api.certificate_crd(true).await;
+        api.secret_metadata("shop-tls", None).await;
+        api.cluster_issuer(http01()).await;
+        api.certificate_list(&[]).await;
+        api.no_pods().await;
+        (api, ())
+    })
+    .await;
+    assert_eq!(result.unwrap(), Action::requeue(Duration::from_secs(60)));
+}
+
+/// A Secret renewed in place (cert-manager, or by hand) changes nothing the operator
+/// applies: the Deployment names the Secret, never its content (which the operator does
+/// not even read), so the pods are not rolled; the kubelet refreshes the mounted directory
+/// and the server reloads the pair.
+#[tokio::test]
+async fn a_renewed_secret_changes_nothing_applied_and_rolls_no_pod() {
+    let spec = json!({
+        "hosts": ["shop.example", "shop.example.org"], "content": { "configMap": "site" },
+        "tls": { "secretName": "shop-cert",
+                 "certificates": [{ "hosts": ["shop.example.org"], "secretName": "org-cert" }] }
+    });
+    // The second certificate's Secret is not there yet.
+    let vs = virtual_server(spec.clone(), None);
+    let (result, (first, status)) = run(vs, |mut api| async move {
+        let applied = api.children(true).await;
+        api.secret_metadata("shop-cert", Some("1")).await;
+        api.secret_metadata("org-cert", None).await;
+        api.no_pods().await;
+        let status = api.expect_status().await;
+        api.expect_event(EventReason::Created).await;
+        (api, (applied, status))
+    })
+    .await;
+    assert_eq!(
+        result.unwrap(),
+        Action::requeue(Duration::from_secs(10)),
+        "Secrets are not watched: a missing one is looked for again soon"
+    );
+    let ready = condition(&status, ConditionType::CertificateReady);
+    assert_eq!(
+        (
+            ready.status.as_str(),
+            ready.reason.as_str(),
+            ready.message.as_str()
+        ),
+        (
+            "False",
+            "SecretNotFound",
+            "spec.tls.certificates[0]: Secret org-cert does not exist"
+        )
+    );
+    let config = first["configmap"]["data"]["skiff.yaml"].as_str().unwrap();
+    let config = skiff_config::parse_yaml(config).unwrap();
+    let names: Vec<&str> = config
+        .virtual_servers
+        .iter()
+        .map(|v| v.name.as_str())
+        .collect();
+    assert_eq!(names, ["shop", "shop-tls-1"]);
+
+    // It appears. (With a CertificateReady condition from before, Certificates this
+    // VirtualServer may have made earlier are looked for: none.)
+    let vs = virtual_server(spec.clone(), Some(&status));
+    let (result, (second, status)) = run(vs, |mut api| async move {
+        let applied = api.children(true).await;
+        api.certificate_crd(true).await;
+        api.secret_metadata("shop-cert", Some("1")).await;
+        api.secret_metadata("org-cert", Some("2")).await;
+        api.certificate_list(&[]).await;
+        api.no_pods().await;
+        let status = api.expect_status().await;
+        (api, (applied, status))
+    })
+    .await;
+    assert_eq!(result.unwrap(), Action::requeue(Duration::from_secs(300)));
+    let ready = condition(&status, ConditionType::CertificateReady);
+    assert_eq!(
+        (
+            ready.status.as_str(),
+            ready.reason.as_str(),
+            ready.message.as_str()
+        ),
+        (
+            "True",
+            "SecretFound",
+            "spec.tls: Secret shop-cert holds the certificate; \
+             spec.tls.certificates[0]: Secret org-cert holds the certificate"
+        )
+    );
+    assert_eq!(second, first, "a Secret appearing changes no child");
+
+    // Both are renewed: nothing is written at all.
+    let vs = virtual_server(spec, Some(&status));
+    let (result, third) = run(vs, |mut api| async move {
+        let applied = api.children(true).await;
+        api.certificate_crd(false).await;
+        api.secret_metadata("shop-cert", Some("8")).await;
+        api.secret_metadata("org-cert", Some("9")).await;
+        api.no_pods().await;
+        (api, applied)
+    })
+    .await;
+    assert!(result.is_ok());
+    assert_eq!(third["deployment"], first["deployment"]);
+    let template = &third["deployment"]["spec"]["template"];
+    assert_eq!(template["metadata"].get("annotations"), None);
+}
+
+#[tokio::test]
+async fn an_issuer_without_cert_manager_says_so_and_asks_nothing_of_cert_manager() {
+    let spec = tls_spec(json!({ "issuerRef": { "name": "le", "kind": "ClusterIssuer" } }));
+    let (result, status) = run(virtual_server(spec, None), |mut api| async move {
+        api.children(true).await;
+        api.certificate_crd(false).await;
+        api.secret_metadata("shop-tls", None).await;
+        api.no_pods().await;
+        let status = api.expect_status().await;
+        api.expect_event(EventReason::Created).await;
+        (api, status)
+    })
+    .await;
+    assert!(result.is_ok());
+    let ready = condition(&status, ConditionType::CertificateReady);
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("False", "CertManagerNotInstalled")
+    );
+}
+
+#[tokio::test]
+async fn dropping_tls_removes_its_certificate_and_its_condition() {
+    // The status of a VirtualServer served with an issued certificate...
+    let (_, mut status) = run(virtual_server(valid_spec(), None), |mut api| async move {
+        api.accepted_children(true).await;
+        let status = api.expect_status().await;
+        api.expect_event(EventReason::Created).await;
+        (api, status)
+    })
+    .await;
+    status::set_condition(
+        &mut status,
+        Some(3),
+        ConditionType::CertificateReady,
+        status::Outcome::yes(Reason::Issued, "Certificate shop is ready"),
+    );
+    // ...whose spec.tls is gone.
+    let vs = virtual_server(valid_spec(), Some(&status));
+    let (result, status) = run(vs, |mut api| async move {
+        api.children(true).await;
+        api.certificate_crd(true).await;
+        api.certificate_list(&[("shop", "vs-uid")]).await;
+        api.certificate_deleted("shop").await;
+        api.no_pods().await;
+        let status = api.expect_status().await;
+        (api, status)
+    })
+    .await;
+    assert!(result.is_ok());
+    assert!(!status
+        .conditions
+        .iter()
+        .any(|c| c.is(ConditionType::CertificateReady)));
+}
+
+fn observed<'a>(
+    rendered: &'a render::Rendered,
+    deployment: &'a Deployment,
+    service: &'a Service,
+    certificate: Option<status::Outcome>,
+) -> status::Observed<'a> {
+    status::Observed {
+        rendered,
+        missing_refs: None,
+        monitored: status::Outcome::yes(Reason::ServiceMonitorCreated, ""),
+        certificate,
+        missing_secrets: vec![],
+        served_certificates: vec![],
+        deployment,
+        service,
+        live: crate::live_config::verdict("h", &[]),
+        selector: String::new(),
+    }
+}
+
+/// Pods mount their TLS Secrets, so they wait for a missing one: Ready says so.
+#[test]
+fn pods_waiting_for_a_tls_secret_are_named_in_ready() {
+    let rendered = render::Rendered::default();
+    let starting: Deployment = serde_json::from_value(json!({
+        "metadata": { "name": "shop", "generation": 2 },
+        "spec": { "replicas": 2, "selector": {}, "template": {} },
+        "status": { "observedGeneration": 2, "replicas": 1, "readyReplicas": 0 }
+    }))
+    .unwrap();
+    let service = Service::default();
+    let waiting = status::Outcome::no(
+        Reason::Pending,
+        "Issuing certificate as Secret does not exist",
+    );
+    let mut o = observed(&rendered, &starting, &service, Some(waiting));
+    o.missing_secrets = vec!["shop-tls".into()];
+    let s = status::accepted(&VirtualServerStatus::default(), Some(2), &o);
+    let ready = condition(&s, ConditionType::Ready);
+    assert_eq!(
+        ready.message,
+        "0/2 edge pods ready; new pods start once TLS Secret shop-tls exists"
+    );
+    assert_eq!(o.requeue_after(), Duration::from_secs(5));
+}
+
+#[test]
+fn the_served_certificates_go_into_the_status_and_a_refusal_is_announced_once() {
+    let rendered = render::Rendered::default();
+    let deployment = Deployment::default();
+    let service = Service::default();
+    let refused = status::Outcome::no(Reason::Http01Unsupported, "use DNS-01");
+    let mut o = observed(&rendered, &deployment, &service, Some(refused));
+    o.served_certificates = vec![crate::crd::ServedCertificate {
+        secret_name: "shop-tls".into(),
+        serial: "0a1b".into(),
+        not_after: "2026-01-01T00:00:00Z".into(),
+        pods: 2,
+    }];
+    let old = VirtualServerStatus::default();
+    let s = status::accepted(&old, Some(1), &o);
+    assert_eq!(s.served_certificates, o.served_certificates);
+    assert_eq!(
+        status::certificate_event(&old, &o),
+        Some((EventReason::Http01Unsupported, "use DNS-01".into()))
+    );
+    assert_eq!(status::certificate_event(&s, &o), None, "said already");
+    let fine = observed(&rendered, &deployment, &service, None);
+    assert_eq!(status::certificate_event(&s, &fine), None);
+}
+
+#[test]
+fn several_certificates_make_one_condition() {
+    use status::Outcome;
+    let combine = super::integrations::combine;
+    let one = Outcome::no(Reason::Pending, "waiting");
+    assert_eq!(combine(vec![("spec.tls".into(), one.clone())]), one);
+    let all = combine(vec![
+        (
+            "spec.tls".into(),
+            Outcome::yes(Reason::Issued, "Certificate shop is ready"),
+        ),
+        (
+            "spec.tls.certificates[0]".into(),
+            Outcome::yes(Reason::SecretFound, "Secret x holds the certificate"),
+        ),
+    ]);
+    assert_eq!(
+        all,
+        Outcome::yes(
+            Reason::Issued,
+            "spec.tls: Certificate shop is ready; spec.tls.certificates[0]: Secret x holds the certificate"
+        )
+    );
+    let some = combine(vec![
+        ("spec.tls".into(), Outcome::yes(Reason::Issued, "ready")),
+        (
+            "spec.tls.certificates[0]".into(),
+            Outcome::no(Reason::SecretNotFound, "Secret x does not exist"),
+        ),
+        (
+            "spec.tls.certificates[1]".into(),
+            Outcome::no(Reason::Pending, "issuing"),
+        ),
+    ]);
+    assert_eq!(
+        some,
+        Outcome::no(
+            Reason::SecretNotFound,
+            "spec.tls.certificates[0]: Secret x does not exist; spec.tls.certificates[1]: issuing"
+        )
+    );
+}
+
+/// An issuer that cannot be read (none yet, or a ClusterRole from before this check) is
+/// left to cert-manager: the Certificate is requested and its own condition tells.
+#[tokio::test]
+async fn an_issuer_that_cannot_be_read_is_left_to_cert_manager() {
+    let spec = tls_spec(json!({ "issuerRef": { "name": "le", "kind": "ClusterIssuer" } }));
+    let (result, status) = run(virtual_server(spec, None), |mut api| async move {
+        api.children(true).await;
+        api.certificate_crd(true).await;
+        api.secret_metadata("shop-tls", None).await;
+        api.expect(Method::GET, "/apis/cert-manager.io/v1/clusterissuers/le")
+            .await
+            .forbidden();
+        let pending = json!({ "status": { "conditions": [{
+            "type": "Ready", "status": "False", "reason": "IssuerNotFound",
+            "message": "Referenced \"ClusterIssuer\" not found"
+        }] } });
+        api.expect_apply(
+            "/apis/cert-manager.io/v1/namespaces/web/certificates/shop",
+            pending,
+        )
+        .await;
+        api.expect(
+            Method::GET,
+            "/apis/cert-manager.io/v1/namespaces/web/certificates",
+        )
+        .await
+        .forbidden();
+        api.no_pods().await;
+        let status = api.expect_status().await;
+        api.expect_event(EventReason::Created).await;
+        (api, status)
+    })
+    .await;
+    assert_eq!(result.unwrap(), Action::requeue(Duration::from_secs(10)));
+    let ready = condition(&status, ConditionType::CertificateReady);
+    assert_eq!(
+        (
+            ready.status.as_str(),
+            ready.reason.as_str(),
+            ready.message.as_str()
+        ),
+        ("False", "Pending", "Referenced \"ClusterIssuer\" not found")
+    );
 }

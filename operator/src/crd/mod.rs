@@ -4,7 +4,9 @@
 mod rules;
 mod spec;
 mod status;
+mod tls;
 
 pub use rules::*;
 pub use spec::*;
 pub use status::*;
+pub use tls::*;

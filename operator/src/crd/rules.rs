@@ -37,6 +37,10 @@ pub struct Rule {
     /// Bandwidth caps in bytes per second.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bandwidth: Option<Bandwidth>,
+    /// With `spec.tls`: `true` answers this rule's plain-HTTP requests with a 308 to
+    /// HTTPS, `false` serves them over HTTP even when `tls.redirect` is on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub https_redirect: Option<bool>,
 }
 
 /// Conditions on a request.

@@ -1,8 +1,10 @@
-//! The spec's top level: hosts, content, pools, scaling, the edge pods' settings and TLS.
-//! The rules sit in `rules.rs`, the status in `status.rs`.
+//! The spec's top level: hosts, content, pools, scaling and the edge pods' settings, with
+//! the cross-field rules of the whole spec. The rules sit in `rules.rs`, TLS in `tls.rs`,
+//! the status in `status.rs`.
 
 use super::rules::Rule;
 use super::status::VirtualServerStatus;
+use super::tls::Tls;
 use k8s_openapi::api::core::v1::ResourceRequirements;
 use kube::CustomResource;
 use schemars::JsonSchema;
@@ -48,10 +50,24 @@ use std::collections::BTreeMap;
     )
 )]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {
+        "rule": "!has(self.tls) || !has(self.tls.certificates) || self.tls.certificates.all(c, c.hosts.all(h, h in self.hosts))",
+        "message": "every host in tls.certificates must be one of spec.hosts"
+    },
+    {
+        "rule": "!has(self.tls) || (has(self.tls.port) ? self.tls.port : 443) != (has(self.service) && has(self.service.port) ? self.service.port : 80)",
+        "message": "tls.port must differ from service.port"
+    },
+    {
+        "rule": "has(self.tls) || !has(self.rules) || self.rules.all(r, !has(r.httpsRedirect) || !r.httpsRedirect)",
+        "message": "httpsRedirect: true needs spec.tls"
+    }
+]))]
 pub struct VirtualServerSpec {
     /// Host names this site answers: exact (`www.example.com`) or a leading wildcard
     /// (`*.example.com`). Requests for other hosts get the first host's site too.
-    #[schemars(length(min = 1, max = 64))]
+    #[schemars(length(min = 1, max = 64), inner(length(min = 1, max = 253)))]
     pub hosts: Vec<String>,
     /// The static files to serve: a read-only volume, or an OCI image holding them.
     pub content: Content,
@@ -88,7 +104,8 @@ pub struct VirtualServerSpec {
     /// The Service in front of the edge pods.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service: Option<ServicePorts>,
-    /// TLS: a Secret holding the certificate, or a cert-manager issuer to get one from.
+    /// HTTPS: the certificate (a Secret, or a cert-manager issuer to get one from), per-host
+    /// certificates, the redirect from plain HTTP, HSTS and the Service's HTTPS port.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<Tls>,
     /// The skiff image for the edge pods; the operator's default when unset.
@@ -290,34 +307,4 @@ fn default_service_type() -> String {
 
 fn default_http_port() -> u16 {
     80
-}
-
-/// TLS for the hosts. Exactly one field is set.
-#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-#[schemars(extend("x-kubernetes-validations" = [{
-    "rule": "has(self.secretName) != has(self.issuerRef)",
-    "message": "tls needs exactly one of secretName or issuerRef"
-}]))]
-pub struct Tls {
-    /// A kubernetes.io/tls Secret in this namespace.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub secret_name: Option<String>,
-    /// A cert-manager Issuer or ClusterIssuer to request a Certificate from.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub issuer_ref: Option<IssuerRef>,
-}
-
-/// A cert-manager issuer.
-#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
-pub struct IssuerRef {
-    /// The issuer's name.
-    pub name: String,
-    /// `Issuer` or `ClusterIssuer`.
-    #[serde(default = "default_issuer_kind")]
-    pub kind: String,
-}
-
-fn default_issuer_kind() -> String {
-    "Issuer".into()
 }

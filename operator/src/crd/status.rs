@@ -39,6 +39,26 @@ pub struct VirtualServerStatus {
     /// /admin/x.php before rule "admin" (index 1)...`). Empty when there is nothing to say.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// With `spec.tls`: the certificates the serving edge pods report serving (read back
+    /// from each pod's admin `/certificates`), soonest expiry first. During a renewal the
+    /// old and the new one are both listed, each with its number of pods. Empty until
+    /// the pods answer.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub served_certificates: Vec<ServedCertificate>,
+}
+
+/// A certificate the edge pods serve.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ServedCertificate {
+    /// The Secret it comes from.
+    pub secret_name: String,
+    /// Its serial number, in hex.
+    pub serial: String,
+    /// When it expires (RFC 3339).
+    pub not_after: String,
+    /// How many serving pods serve it.
+    pub pods: i32,
 }
 
 /// A status condition, shaped like metav1.Condition.
@@ -110,7 +130,8 @@ vocabulary! {
         ConfigLive,
         /// A ServiceMonitor scrapes the edge pods.
         Monitored,
-        /// The TLS certificate is in place (only with `spec.tls`).
+        /// Every certificate of `spec.tls` is in place: its cert-manager Certificate is
+        /// Ready, or its Secret exists (only with `spec.tls`).
         CertificateReady,
     }
 }
@@ -144,6 +165,9 @@ vocabulary! {
         Issued,
         /// CertificateReady: the Certificate is requested but not ready.
         Pending,
+        /// CertificateReady: the ACME issuer only solves HTTP-01 challenges, which the
+        /// edge does not route; it needs a DNS-01 solver.
+        Http01Unsupported,
         /// ConfigLive: no edge pod is ready.
         NoPodsServing,
         /// ConfigLive: every serving pod serves the desired config.
@@ -168,6 +192,8 @@ vocabulary! {
         Updated,
         /// The config is valid, but a rule shadows one that is protected (status.warnings).
         RulesShadowed,
+        /// The certificate's ACME issuer only solves HTTP-01, which the edge cannot serve.
+        Http01Unsupported,
     }
 }
 
@@ -189,6 +215,6 @@ mod tests {
         );
         assert_eq!(EventReason::Rejected.as_str(), "Rejected");
         assert_eq!(ConditionType::ALL.len(), 6);
-        assert_eq!(Reason::ALL.len(), 17);
+        assert_eq!(Reason::ALL.len(), 18);
     }
 }

@@ -238,7 +238,7 @@ impl From<&crd::Rule> for config::Rule {
             access: r.access.as_ref().map(Into::into),
             rate_limit: r.rate_limit.as_ref().map(Into::into),
             bandwidth: r.bandwidth.as_ref().map(Into::into),
-            https_redirect: None,
+            https_redirect: r.https_redirect,
         }
     }
 }

@@ -5,6 +5,7 @@
 //! The crate's warnings about a valid config (rules shadowing protected ones) come along.
 
 mod convert;
+mod tls;
 
 #[cfg(test)]
 mod tests;
@@ -12,6 +13,8 @@ mod tests;
 use crate::crd::{Placement, Pool, RuleAction, VirtualServer};
 use kube::ResourceExt;
 use skiff_config as config;
+
+pub use tls::{certificate_dir, vhost_name, HTTPS_PORT};
 
 /// Where the edge pods find things; the Deployment mounts them at these paths.
 pub const SITE_ROOT: &str = "/srv/site";
@@ -43,10 +46,13 @@ pub fn server_config(vs: &VirtualServer) -> Result<Rendered, Invalid> {
     // Parsed back as the pods will parse it, with the server's own error messages.
     config::parse_yaml(&yaml).map_err(|e| Invalid(e.to_string()))?;
     let hash = config::config_hash(&yaml);
-    // The config's rules are spec.rules in the same order, so indices carry over.
+    // The config's rules are spec.rules in the same order, so indices carry over; the
+    // virtual servers of per-host certificates repeat the main one's rules, so only its
+    // own are looked at.
     let warnings = config
         .virtual_servers
         .iter()
+        .take(1)
         .flat_map(|v| config::shadowed_rules(&v.rules))
         .map(|s| format!("spec.rules[{}]: {}", s.later, s.message))
         .collect();
@@ -57,8 +63,9 @@ pub fn server_config(vs: &VirtualServer) -> Result<Rendered, Invalid> {
     })
 }
 
-/// The config model of a VirtualServer: one default virtual server for its hosts, and its
-/// pools with the endpoints where their workloads run.
+/// The config model of a VirtualServer: one default virtual server for its hosts (with
+/// `spec.tls`, one per certificate: `tls.rs`), and its pools with the endpoints where
+/// their workloads run.
 fn config_model(vs: &VirtualServer) -> Result<config::Config, Invalid> {
     let spec = &vs.spec;
     let ns = vs.namespace().unwrap_or_else(|| "default".into());
@@ -85,7 +92,7 @@ fn config_model(vs: &VirtualServer) -> Result<config::Config, Invalid> {
     Ok(config::Config {
         listen: format!("0.0.0.0:{HTTP_PORT}"),
         admin_listen: format!("0.0.0.0:{ADMIN_PORT}"),
-        tls: None,
+        tls: spec.tls.as_ref().map(Into::into),
         threads: None,
         cache: spec.cache.as_ref().map(Into::into).unwrap_or_default(),
         limits: config::LimitsConfig::default(),
@@ -96,7 +103,7 @@ fn config_model(vs: &VirtualServer) -> Result<config::Config, Invalid> {
         dns: config::DnsConfig::default(),
         trusted_proxies: vec![],
         unknown_host: config::UnknownHost::default(),
-        virtual_servers: vec![virtual_server],
+        virtual_servers: tls::virtual_servers(vs, virtual_server)?,
         pools: spec.pools.iter().map(|p| pool(p, &name, &ns)).collect(),
     })
 }

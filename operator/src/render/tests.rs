@@ -210,3 +210,201 @@ fn rules_shadowing_protected_ones_are_warned_about_by_their_spec_index() {
     let ordered = server_config(&vs(spec(json!([admin, php])))).unwrap();
     assert_eq!(ordered.warnings, Vec::<String>::new());
 }
+
+/// `spec.tls` becomes the TLS listener on 8443 with the Service's port as the public one,
+/// and the virtual server's certificate files under the Secret's directory mount, HSTS and
+/// the redirect; a rule may opt out of the redirect.
+#[test]
+fn tls_renders_the_listener_the_certificate_files_hsts_and_the_redirect() {
+    let v = vs(json!({
+        "hosts": ["shop.example.com"], "content": { "configMap": "s" },
+        "tls": { "issuerRef": { "name": "le", "kind": "ClusterIssuer" }, "redirect": true,
+                 "hsts": { "maxAge": "180d", "includeSubdomains": true } },
+        "rules": [{ "name": "acme", "match": { "prefix": "/.well-known/" }, "action": { "static": {} },
+                    "httpsRedirect": false }]
+    }));
+    let r = server_config(&v).unwrap();
+    let model = config_model(&v).unwrap();
+    assert_eq!(config::parse_yaml(&r.yaml).unwrap(), model, "nothing lost");
+    let listener = model.tls.as_ref().unwrap();
+    assert_eq!(listener.listen, "0.0.0.0:8443");
+    assert_eq!(
+        listener.public_port,
+        Some(443),
+        "the Service's default port"
+    );
+    assert!(
+        listener.certificates.is_empty(),
+        "certificates are per virtual server"
+    );
+    assert_eq!(
+        listener.handshake_timeout,
+        config::TlsConfig::new("x").handshake_timeout
+    );
+    assert_eq!(
+        model.listen, "0.0.0.0:8080",
+        "plain HTTP stays on, to redirect"
+    );
+    let shop = &model.virtual_servers[0];
+    assert_eq!(
+        shop.tls,
+        Some(config::CertificateFiles {
+            cert: "/etc/skiff/tls/shop-tls/tls.crt".into(),
+            key: "/etc/skiff/tls/shop-tls/tls.key".into(),
+            ocsp: None,
+        })
+    );
+    assert_eq!(
+        shop.hsts,
+        Some(config::Hsts {
+            max_age: std::time::Duration::from_secs(180 * 24 * 3600),
+            include_subdomains: true,
+            preload: false,
+        })
+    );
+    assert!(shop.https_redirect);
+    assert_eq!(shop.rules[0].https_redirect, Some(false));
+    assert!(shop.default);
+
+    let with_port = vs(json!({
+        "hosts": ["a.example"], "content": { "configMap": "s" },
+        "tls": { "secretName": "a-cert", "port": 9443 }
+    }));
+    let model = config_model(&with_port).unwrap();
+    assert_eq!(model.tls.unwrap().public_port, Some(9443));
+    let a = &model.virtual_servers[0];
+    assert_eq!(a.tls.as_ref().unwrap().key, "/etc/skiff/tls/a-cert/tls.key");
+    assert!(!a.https_redirect);
+    assert_eq!(a.hsts, None);
+}
+
+#[test]
+fn without_tls_there_is_no_listener_and_a_rules_redirect_is_the_servers_to_refuse() {
+    let model = config_model(&vs(
+        json!({ "hosts": ["a.example"], "content": { "configMap": "s" } }),
+    ))
+    .unwrap();
+    assert_eq!(model.tls, None);
+    assert_eq!(model.virtual_servers[0].tls, None);
+    // The CRD's CEL rule refuses this; if it got past, the server's validator does.
+    let e = server_config(&vs(json!({
+        "hosts": ["a.example"], "content": { "configMap": "s" },
+        "rules": [{ "match": { "prefix": "/" }, "action": { "static": {} }, "httpsRedirect": true }]
+    })))
+    .unwrap_err();
+    assert!(e.0.contains("https_redirect"), "{e}");
+}
+
+/// Per-host certificates are virtual servers of their own (a virtual server's certificate
+/// is served for exactly its hosts): same root and rules, their hosts taken from the main
+/// one, which stays the default. Warnings are the main one's only.
+#[test]
+fn per_host_certificates_become_virtual_servers_with_the_same_rules() {
+    let v = vs(json!({
+        "hosts": ["shop.example", "www.shop.example", "shop.example.org"],
+        "content": { "configMap": "s" },
+        "tls": { "secretName": "shop-cert", "redirect": true, "hsts": { "maxAge": "1y" },
+                 "certificates": [{ "hosts": ["shop.example.org"], "secretName": "org-cert" }] },
+        "rules": [
+            { "name": "assets", "match": { "extensions": ["css"] }, "action": { "static": {} } },
+            { "name": "internal", "match": { "prefix": "/internal/" }, "action": { "static": {} },
+              "access": { "allow": ["10.0.0.0/8"] } }
+        ]
+    }));
+    let r = server_config(&v).unwrap();
+    let model = config_model(&v).unwrap();
+    assert_eq!(config::parse_yaml(&r.yaml).unwrap(), model);
+    let [main, org] = &model.virtual_servers[..] else {
+        panic!("{:?}", model.virtual_servers)
+    };
+    assert_eq!(
+        (main.name.as_str(), org.name.as_str()),
+        ("shop", "shop-tls-1")
+    );
+    assert_eq!(main.hosts, ["shop.example", "www.shop.example"]);
+    assert_eq!(org.hosts, ["shop.example.org"]);
+    assert!(main.default && !org.default);
+    assert_eq!(
+        org.tls.as_ref().unwrap().cert,
+        "/etc/skiff/tls/org-cert/tls.crt"
+    );
+    assert_eq!(
+        main.tls.as_ref().unwrap().cert,
+        "/etc/skiff/tls/shop-cert/tls.crt"
+    );
+    assert_eq!(org.rules, main.rules);
+    assert_eq!(org.root, main.root);
+    assert_eq!(org.hsts, main.hsts);
+    assert!(org.https_redirect);
+    assert_eq!(r.warnings.len(), 1, "once, by spec index: {:?}", r.warnings);
+    assert!(r.warnings[0].starts_with("spec.rules[1]: "));
+}
+
+#[test]
+fn tls_mistakes_are_refused_with_the_field_that_is_wrong() {
+    let refused = |tls: Value| {
+        server_config(&vs(json!({
+            "hosts": ["a.example", "b.example", "c.example"], "content": { "configMap": "s" },
+            "tls": tls
+        })))
+        .unwrap_err()
+        .0
+    };
+    assert_eq!(
+        refused(json!({ "secretName": "main", "certificates": [
+            { "hosts": ["b.example"], "secretName": "b" },
+            { "hosts": ["c.example", "b.example"], "secretName": "c" }
+        ] })),
+        "spec.tls.certificates[1]: host b.example is also in spec.tls.certificates[0]; a host has one certificate"
+    );
+    assert_eq!(
+        refused(json!({ "secretName": "main", "certificates": [
+            { "hosts": ["z.example"], "secretName": "z" }
+        ] })),
+        "spec.tls.certificates[0]: host z.example is not one of spec.hosts"
+    );
+    assert!(refused(json!({ "secretName": "main", "certificates": [
+        { "hosts": ["a.example", "b.example", "c.example"], "secretName": "all" }
+    ] }))
+    .starts_with("spec.tls.certificates take every host"));
+    assert_eq!(
+        refused(json!({ "issuerRef": { "name": "le" }, "certificates": [
+            { "hosts": ["b.example"], "secretName": "shop-tls" }
+        ] })),
+        "spec.tls.certificates[0]: Secret shop-tls is also spec.tls's; each certificate needs its own Secret"
+    );
+    assert_eq!(
+        refused(json!({ "issuerRef": { "name": "le" }, "certificates": [
+            { "hosts": ["b.example"], "secretName": "shop", "issuerRef": { "name": "le" } }
+        ] })),
+        "spec.tls.certificates[0]: its Certificate would be named shop, like spec.tls's; choose another secretName"
+    );
+    assert!(
+        refused(json!({ "secretName": "m", "hsts": { "maxAge": "soon" } }))
+            .starts_with("spec.tls.hsts.maxAge: \"soon\" is not a duration")
+    );
+    assert_eq!(
+        refused(
+            json!({ "secretName": "m", "hsts": { "maxAge": "30d", "preload": true, "includeSubdomains": true } })
+        ),
+        "spec.tls.hsts.preload needs includeSubdomains and a maxAge of at least 365d"
+    );
+    // A user's Secret may be named like the VirtualServer: no Certificate is made for it.
+    server_config(&vs(json!({
+        "hosts": ["a.example", "b.example"], "content": { "configMap": "s" },
+        "tls": { "issuerRef": { "name": "le" },
+                 "certificates": [{ "hosts": ["b.example"], "secretName": "shop" }] }
+    })))
+    .unwrap();
+}
+
+#[test]
+fn the_virtual_servers_of_per_host_certificates_have_names_the_server_accepts() {
+    assert_eq!(vhost_name("shop", 0), "shop");
+    assert_eq!(vhost_name("shop", 3), "shop-tls-3");
+    let long = "a".repeat(63);
+    assert_eq!(vhost_name(&long, 0), long);
+    let named = vhost_name(&long, 2);
+    assert_eq!(named.len(), 63);
+    assert!(named.ends_with("a-tls-2"));
+}

@@ -1,0 +1,188 @@
+//! Which certificates the edge pods actually serve: each serving pod's admin
+//! `/certificates` (`[{"vhost": "shop", "serial": "0a1b...", "not_after": 1767225600}]`, one
+//! entry per virtual server that has a certificate) is read back, so the status shows the
+//! expiry and serial of what clients get, not of what was written into a Secret (the
+//! kubelet refreshes Secret volumes lazily, and a pair the server refuses keeps the old one
+//! serving). Pods that do not answer the path (an older image) are left out.
+
+use crate::crd::ServedCertificate;
+use crate::live_config::admin_get;
+use k8s_openapi::api::core::v1::Pod;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+
+/// The most a pod's answer may weigh: one short entry per virtual server.
+const LIMIT: usize = 64 * 1024;
+
+/// One entry of a pod's `/certificates`.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+pub struct Report {
+    /// The config's virtual server the certificate is served for.
+    pub vhost: String,
+    /// The serial number in hex.
+    pub serial: String,
+    /// The end of its validity, in seconds since the Unix epoch.
+    pub not_after: i64,
+}
+
+/// What a pod reports serving; `None` when it does not answer (or not in this shape).
+pub async fn served(pod: &Pod, admin_port: u16) -> Option<Vec<Report>> {
+    let body = admin_get(pod, admin_port, "/certificates", LIMIT).await?;
+    parse(&body)
+}
+
+/// A pod's `/certificates` body; `None` unless it is a JSON list of reports.
+pub fn parse(body: &[u8]) -> Option<Vec<Report>> {
+    serde_json::from_slice(body).ok()
+}
+
+/// The status entries from every pod's reports: one per certificate (Secret, serial and
+/// expiry) with the number of pods serving it, soonest expiry first. `secrets` names the
+/// Secret behind each virtual server of the config; reports of other virtual servers are
+/// ignored, and a pod counts once per certificate.
+pub fn summarize(
+    secrets: &BTreeMap<String, String>,
+    pods: &[Option<Vec<Report>>],
+) -> Vec<ServedCertificate> {
+    let mut counts: BTreeMap<(i64, &str, &str), i32> = BTreeMap::new();
+    for reports in pods.iter().flatten() {
+        let mut seen = std::collections::BTreeSet::new();
+        for r in reports {
+            let Some(secret) = secrets.get(&r.vhost) else {
+                continue;
+            };
+            let key = (r.not_after, secret.as_str(), r.serial.as_str());
+            if seen.insert(key) {
+                *counts.entry(key).or_default() += 1;
+            }
+        }
+    }
+    counts
+        .into_iter()
+        .map(|((not_after, secret, serial), pods)| ServedCertificate {
+            secret_name: secret.to_string(),
+            serial: serial.to_string(),
+            not_after: rfc3339(not_after),
+            pods,
+        })
+        .collect()
+}
+
+/// Seconds since the epoch as RFC 3339 (UTC); out of range, the epoch's own.
+fn rfc3339(seconds: i64) -> String {
+    k8s_openapi::jiff::Timestamp::from_second(seconds)
+        .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH)
+        .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn report(vhost: &str, serial: &str, not_after: i64) -> Report {
+        Report {
+            vhost: vhost.into(),
+            serial: serial.into(),
+            not_after,
+        }
+    }
+
+    fn secrets() -> BTreeMap<String, String> {
+        BTreeMap::from([
+            ("shop".to_string(), "shop-tls".to_string()),
+            ("shop-tls-1".to_string(), "org-tls".to_string()),
+        ])
+    }
+
+    #[test]
+    fn the_servers_answer_is_read_and_anything_else_is_not() {
+        let body = br#"[{"vhost": "shop", "serial": "0a1b", "not_after": 1767225600, "extra": 1}]"#;
+        assert_eq!(parse(body), Some(vec![report("shop", "0a1b", 1767225600)]));
+        assert_eq!(parse(b"[]"), Some(vec![]));
+        assert_eq!(parse(b"404 page not found"), None);
+        assert_eq!(parse(br#"{"vhost": "shop"}"#), None);
+    }
+
+    #[test]
+    fn pods_agreeing_make_one_entry_per_certificate_soonest_expiry_first() {
+        let pod = Some(vec![
+            report("shop", "aa", 1_800_000_000),
+            report("shop-tls-1", "bb", 1_767_225_600),
+        ]);
+        let served = summarize(&secrets(), &[pod.clone(), pod]);
+        assert_eq!(
+            serde_json::to_value(&served).unwrap(),
+            json!([
+                { "secretName": "org-tls", "serial": "bb", "notAfter": "2026-01-01T00:00:00Z", "pods": 2 },
+                { "secretName": "shop-tls", "serial": "aa", "notAfter": "2027-01-15T08:00:00Z", "pods": 2 }
+            ])
+        );
+    }
+
+    #[test]
+    fn a_renewal_half_way_shows_both_certificates_and_silent_pods_are_left_out() {
+        let old = Some(vec![report("shop", "01", 1_767_225_600)]);
+        let new = Some(vec![report("shop", "02", 1_775_001_600)]);
+        let served = summarize(&secrets(), &[old, new.clone(), None, new]);
+        let summary: Vec<(&str, i32)> =
+            served.iter().map(|c| (c.serial.as_str(), c.pods)).collect();
+        assert_eq!(summary, [("01", 1), ("02", 2)]);
+    }
+
+    #[test]
+    fn unknown_virtual_servers_are_ignored_and_no_answers_make_no_entries() {
+        let pod = Some(vec![report("other", "01", 1), report("shop", "02", 2)]);
+        let served = summarize(&secrets(), &[pod]);
+        assert_eq!(served.len(), 1);
+        assert_eq!(served[0].not_after, "1970-01-01T00:00:02Z");
+        assert!(summarize(&secrets(), &[None, None]).is_empty());
+        assert!(summarize(&secrets(), &[]).is_empty());
+    }
+
+    /// A pod's admin port, served by a local listener: the body of `/certificates` is
+    /// read; a pod answering 404 (an older server) or not at all gives `None`.
+    #[tokio::test]
+    async fn pods_are_asked_on_their_admin_port_and_an_older_server_is_tolerated() {
+        use http_body_util::Full;
+        use hyper::body::Bytes;
+        use hyper_util::rt::TokioIo;
+
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    return;
+                };
+                let service = hyper::service::service_fn(|req: hyper::Request<_>| async move {
+                    let (status, body) = match req.uri().path() {
+                        "/certificates" => (
+                            200,
+                            r#"[{"vhost":"shop","serial":"0a","not_after":1767225600}]"#,
+                        ),
+                        _ => (404, "not found"),
+                    };
+                    hyper::Response::builder()
+                        .status(status)
+                        .body(Full::new(Bytes::from_static(body.as_bytes())))
+                });
+                tokio::spawn(
+                    hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service),
+                );
+            }
+        });
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": { "name": "edge-1" }, "status": { "podIP": "127.0.0.1" }
+        }))
+        .unwrap();
+        assert_eq!(
+            served(&pod, port).await,
+            Some(vec![report("shop", "0a", 1767225600)])
+        );
+        assert_eq!(admin_get(&pod, port, "/elsewhere", 1024).await, None);
+        let no_ip: Pod = serde_json::from_value(json!({ "metadata": { "name": "new" } })).unwrap();
+        assert_eq!(served(&no_ip, port).await, None);
+    }
+}
