@@ -120,6 +120,9 @@ pub struct Metrics {
     pub tls_handshakes: Family<HandshakeLabels, Counter>,
     /// Established TLS connections by where records are encrypted.
     pub tls_connections: Family<TlsModeLabels, Counter>,
+    /// Connections closed because the kernel refused their keys once they had left
+    /// rustls (kTLS set-up failed half way).
+    pub tls_kernel_failures: Counter,
     pub tls_certificate_reloads: Family<ResultLabels, Counter>,
     /// The served certificate's notAfter per virtual server (configured names only).
     pub tls_certificate_expiry: Family<VhostNameLabels, Gauge>,
@@ -262,6 +265,12 @@ impl Metrics {
             "Established TLS connections by where records are encrypted: kernel (kTLS, files by sendfile) or userspace",
             tls_connections.clone(),
         );
+        let tls_kernel_failures = Counter::default();
+        registry.register(
+            "tls_kernel_failures",
+            "TLS connections closed because the kernel refused their keys after they left rustls (kTLS set-up failed half way)",
+            tls_kernel_failures.clone(),
+        );
         let tls_certificate_reloads = Family::<ResultLabels, Counter>::default();
         registry.register(
             "tls_certificate_reloads",
@@ -305,6 +314,7 @@ impl Metrics {
             auth_verifications_pending,
             tls_handshakes,
             tls_connections,
+            tls_kernel_failures,
             tls_certificate_reloads,
             tls_certificate_expiry,
         })

@@ -1,6 +1,8 @@
 //! The connection layer: each accepted connection starts on the HTTP/1.1 fast path (`h1`)
 //! and moves to hyper (`hyper`) for what the fast path does not serve (h2c, request
-//! bodies, upgrades); TLS connections (`tls`) handshake first, then go to hyper. Both route through `exchange::front` and record through
+//! bodies, upgrades); TLS connections (`tls`) handshake first, then go to hyper over
+//! rustls, or, when the kernel takes the session (kTLS, `tls::ktls`), to the fast path
+//! on the socket as plain connections do. Both route through `exchange::front` and record through
 //! `exchange::Exchange`; file bodies go out with `file_send` (sendfile) or `reply_body`.
 
 mod activity;
@@ -26,7 +28,9 @@ pub(crate) async fn serve(
     local_port: u16,
     shared: &Arc<Shared>,
 ) {
-    if let h1::Ended::Handoff(stream, prefix) = h1::serve(stream, peer, local_port, shared).await {
+    if let h1::Ended::Handoff(stream, prefix, _) =
+        h1::serve(stream, peer, local_port, shared, None).await
+    {
         // The fast path hands an HTTP/2 connection over only once its whole preface is in.
         let wire = if prefix.starts_with(skiff_http::h1_head::H2_PREFACE) {
             hyper::Wire::Http2

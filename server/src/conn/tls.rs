@@ -3,13 +3,20 @@
 //! HTTP/1.1 as ALPN chose, on hyper over rustls; or, once the session moves into the
 //! kernel (kTLS), the HTTP/1.1 fast path with sendfile on the socket itself.
 
+use super::h1;
 use super::hyper::Wire;
 use super::origin::{Origin, TlsSession};
+use super::rewind::Rewind;
 use super::send_deadline::SendDeadline;
 use crate::metrics::{HandshakeLabels, TlsModeLabels};
 use crate::state::Shared;
+use crate::tls::ktls::{self, Handover, HandshakeIo, KernelSession, RecordBudget};
+use std::io;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{ready, Context, Poll};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
 /// Serves one accepted connection on the TLS listener until it closes.
@@ -22,8 +29,14 @@ pub(super) async fn serve(
     let Some(tls) = shared.tls.clone() else {
         return;
     };
+    // Prepared for the kernel (read by record during the handshake) unless the setting
+    // is off or the kernel was lately found without the tls ULP.
+    let for_kernel = tls.settings.ktls && ktls::worth_trying();
     let acceptor = tokio_rustls::TlsAcceptor::from(tls.config.clone());
-    let handshake = tokio::time::timeout(tls.settings.handshake_timeout, acceptor.accept(stream));
+    let handshake = tokio::time::timeout(
+        tls.settings.handshake_timeout,
+        acceptor.accept(HandshakeIo::new(stream, for_kernel)),
+    );
     let count = |result: &'static str, version: &'static str| {
         shared
             .metrics
@@ -31,7 +44,7 @@ pub(super) async fn serve(
             .get_or_create(&HandshakeLabels { result, version })
             .inc();
     };
-    let stream = match handshake.await {
+    let mut stream = match handshake.await {
         Err(_) => {
             count("timeout", "none");
             tracing::debug!(peer = %peer, "TLS handshake timed out");
@@ -58,11 +71,32 @@ pub(super) async fn serve(
     let session = TlsSession {
         slot: tls.slot_for(conn.server_name()),
     };
-    shared
-        .metrics
-        .tls_connections
-        .get_or_create(&TlsModeLabels { mode: "userspace" })
-        .inc();
+    let mode = |mode: &'static str| {
+        shared
+            .metrics
+            .tls_connections
+            .get_or_create(&TlsModeLabels { mode })
+            .inc();
+    };
+    // HTTP/2 stays on hyper over rustls: only HTTP/1.1 has a sendfile path to gain.
+    if for_kernel && wire == Wire::Http1 {
+        match ktls::into_kernel(stream) {
+            Handover::Kernel(socket, kernel) => {
+                mode("kernel");
+                tracing::trace!(peer = %peer, version = ?kernel.version, cipher = ?kernel.cipher, "TLS session in the kernel");
+                serve_kernel(socket, kernel, session, peer, local_port, shared).await;
+                return;
+            }
+            Handover::Userspace(s) => stream = s,
+            Handover::Failed(e) => {
+                shared.metrics.tls_kernel_failures.inc();
+                tracing::debug!(peer = %peer, error = %e, "kTLS set-up failed; connection closed");
+                return;
+            }
+        }
+    }
+    stream.get_mut().0.read_freely();
+    mode("userspace");
     let origin = Origin {
         peer,
         local_port,
@@ -70,4 +104,112 @@ pub(super) async fn serve(
     };
     let io = SendDeadline::new(stream, shared.settings.limits.send_timeout);
     super::hyper::serve(io, wire, origin, shared.clone()).await;
+}
+
+/// Serves HTTP/1.1 on a socket whose TLS records the kernel makes: the fast path with
+/// sendfile, and hyper for what the fast path hands over, both on plain bytes.
+async fn serve_kernel(
+    socket: TcpStream,
+    kernel: KernelSession,
+    session: TlsSession,
+    peer: SocketAddr,
+    local_port: u16,
+    shared: &Arc<Shared>,
+) {
+    let on_tls = h1::OnTls {
+        session: session.clone(),
+        records: RecordBudget::new(kernel.records_sent),
+    };
+    let h1::Ended::Handoff(socket, prefix, records) =
+        h1::serve(socket, peer, local_port, shared, Some(on_tls)).await
+    else {
+        return;
+    };
+    let records = records.unwrap_or(RecordBudget::new(kernel.records_sent));
+    let io = SendDeadline::new(
+        KernelIo::new(Rewind::new(socket, prefix), records),
+        shared.settings.limits.send_timeout,
+    );
+    let origin = Origin {
+        peer,
+        local_port,
+        tls: Some(session),
+    };
+    // ALPN said http/1.1 or nothing: an h2 preface here is refused as on rustls.
+    super::hyper::serve(io, Wire::Http1, origin, shared.clone()).await;
+}
+
+/// hyper's I/O on a kTLS socket: the peer's control records (close_notify, KeyUpdate)
+/// end the stream as a close does, and the records written count against the key's
+/// limit, past which writes fail.
+pub(super) struct KernelIo<T> {
+    inner: T,
+    records: RecordBudget,
+}
+
+impl<T> KernelIo<T> {
+    pub fn new(inner: T, records: RecordBudget) -> KernelIo<T> {
+        KernelIo { inner, records }
+    }
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for KernelIo<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match ready!(Pin::new(&mut self.inner).poll_read(cx, buf)) {
+            Err(e) if ktls::is_control_record(&e) => Poll::Ready(Ok(())),
+            r => Poll::Ready(r),
+        }
+    }
+}
+
+impl<T: AsyncWrite + Unpin> KernelIo<T> {
+    fn counted(&mut self, r: Poll<io::Result<usize>>) -> Poll<io::Result<usize>> {
+        if let Poll::Ready(Ok(n)) = r {
+            self.records.wrote(n as u64);
+        }
+        r
+    }
+
+    /// Refuses a write once the budget could not take one more call of `len` bytes.
+    fn allowed(&self, len: usize) -> io::Result<()> {
+        if self.records.allows(RecordBudget::bound(len as u64, 1)) {
+            Ok(())
+        } else {
+            Err(RecordBudget::exhausted())
+        }
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for KernelIo<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.allowed(buf.len())?;
+        let r = Pin::new(&mut self.inner).poll_write(cx, buf);
+        self.counted(r)
+    }
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        self.allowed(bufs.iter().map(|b| b.len()).sum())?;
+        let r = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        self.counted(r)
+    }
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
 }

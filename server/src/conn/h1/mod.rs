@@ -4,6 +4,9 @@
 //! with one writev, and file bodies with sendfile or pread. Pipelined requests are
 //! answered in one batch. Anything else (h2c prior knowledge, request bodies, Expect,
 //! Upgrade, other methods) is handed to hyper together with the bytes already read.
+//! The same loop serves HTTPS connections whose session the kernel took over (kTLS):
+//! the socket then carries plain bytes, requests are marked secure (and 421 for another
+//! certificate's Host, as on hyper), and the records sent count against the key's limit.
 //!
 //! This file is the connection loop (reads, timers, batching); `skiff_http::h1_head`
 //! and `encode` work on bytes, `output` writes, `backend` serves pool requests on the
@@ -17,10 +20,12 @@ mod socket;
 
 use crate::app::{Routed, Verdict, Verification};
 use crate::conn::file_send::FileSendPolicy;
+use crate::conn::origin::TlsSession;
 use crate::exchange::{front, Exchange, Outcome, Protocol};
 use crate::http::request::RequestHead;
 use crate::shutdown::Phase;
 use crate::state::Shared;
+use crate::tls::ktls::RecordBudget;
 use backend::{BackendJob, Link};
 use bytes::Bytes;
 use http::{Method, StatusCode};
@@ -38,8 +43,15 @@ use tokio::time::Sleep;
 /// How a connection left the fast path.
 pub(super) enum Ended {
     Closed,
-    /// For hyper, with the bytes read but not consumed.
-    Handoff(TcpStream, Bytes),
+    /// For hyper, with the bytes read but not consumed (and, on kTLS, the records sent).
+    Handoff(TcpStream, Bytes, Option<RecordBudget>),
+}
+
+/// A connection whose TLS session the kernel runs (kTLS).
+pub(super) struct OnTls {
+    pub session: TlsSession,
+    /// Records sent under the kernel's key so far.
+    pub records: RecordBudget,
 }
 
 /// What the parser made of the buffered bytes.
@@ -79,6 +91,8 @@ struct Conn<'s> {
     /// The peer's address as text, for the access log.
     remote: String,
     shared: &'s Arc<Shared>,
+    /// Set on a kTLS connection.
+    tls: Option<TlsSession>,
     buf: Vec<u8>,
     start: usize,
     end: usize,
@@ -98,19 +112,27 @@ pub(super) async fn serve(
     peer: SocketAddr,
     local_port: u16,
     shared: &Arc<Shared>,
+    tls: Option<OnTls>,
 ) -> Ended {
     let limits = &shared.settings.limits;
+    let (tls, records) = match tls {
+        Some(t) => (Some(t.session), Some(t.records)),
+        None => (None, None),
+    };
+    let mut out = Output::with_capacity();
+    out.records = records;
     let mut conn = Conn {
         stream,
         peer,
         local_port,
         remote: peer.ip().to_string(),
         shared,
+        tls,
         // One byte more than the limit, to tell "exactly at the limit" from "over it".
         buf: vec![0u8; limits.max_header_bytes + 1],
         start: 0,
         end: 0,
-        out: Output::with_capacity(),
+        out,
         // One queued response per connection unless the client pipelines: an idle
         // keep-alive connection holds this allocation (BENCHMARKS.md, idle connections).
         pending: Vec::with_capacity(1),
@@ -122,7 +144,7 @@ pub(super) async fn serve(
     match conn.run().await {
         Ok(true) => {
             let prefix = Bytes::copy_from_slice(&conn.buf[conn.start..conn.end]);
-            Ended::Handoff(conn.stream, prefix)
+            Ended::Handoff(conn.stream, prefix, conn.out.records)
         }
         Ok(false) => Ended::Closed,
         Err(e) => {
@@ -312,12 +334,16 @@ impl Conn<'_> {
             consumed,
         } = req;
         head.peer = Some(self.peer.ip());
+        if let Some(session) = &self.tls {
+            session.mark(&mut head, self.shared);
+        }
         self.last_active = Instant::now();
         self.asked = true;
         let started = verified.as_ref().map_or(self.last_active, |v| v.1);
         let protocol = Protocol::of_minor(minor);
         let host_refused = front::host_refused(&head, protocol);
-        let close = close || host_refused;
+        // On kTLS, the key's record budget ends the connection at this boundary.
+        let close = close || host_refused || self.out.records.is_some_and(|r| r.spent());
         let logged = Logged::of(&self.buf, &head);
         let verdict = verified.as_ref().map(|v| &v.0);
         let app = &self.shared.app.load();

@@ -8,6 +8,7 @@ use crate::conn::file_send::{
 };
 use crate::http::reply::{Body, FileSlice, Part, Reply};
 use crate::shaping::Throttle;
+use crate::tls::ktls::RecordBudget;
 use bytes::Bytes;
 use http::StatusCode;
 use std::io::{self, IoSlice};
@@ -78,6 +79,9 @@ pub(super) struct Output {
     pub written: u64,
     /// Bytes of this batch sent with sendfile (for `skiff_sendfile_bytes`).
     pub via_sendfile: u64,
+    /// On a kTLS connection: the records sent under the kernel's key (kept across
+    /// batches). A write that could pass the hard limit fails instead.
+    pub records: Option<RecordBudget>,
 }
 
 impl Output {
@@ -208,6 +212,7 @@ impl Output {
             segs,
             written,
             via_sendfile,
+            records,
             ..
         } = self;
         let mut i = 0;
@@ -216,6 +221,9 @@ impl Output {
             while i < segs.len() {
                 if let Seg::Paced(paced) = &segs[i] {
                     let (parts, throttle) = &**paced;
+                    if !take_records(records, || paced_records(parts, throttle)) {
+                        break 'write Err(RecordBudget::exhausted());
+                    }
                     let r = send_paced(
                         stream,
                         parts,
@@ -231,6 +239,9 @@ impl Output {
                     continue;
                 }
                 if let Seg::File(f) = &segs[i] {
+                    if !take_records(records, || file_records(f.len, policy)) {
+                        break 'write Err(RecordBudget::exhausted());
+                    }
                     let mut sent = FileSent::default();
                     let r = send_file_slice(stream, f, policy, read_chunk, &mut sent).await;
                     *via_sendfile += sent.via_sendfile;
@@ -260,6 +271,12 @@ impl Output {
                     n_iov += 1;
                     j += 1;
                 }
+                if let Some(budget) = records {
+                    let len = iov[..n_iov].iter().map(|s| s.len() as u64).sum();
+                    if !budget.allows(RecordBudget::bound(len, 1)) {
+                        break 'write Err(RecordBudget::exhausted());
+                    }
+                }
                 let n =
                     match write_vectored(stream, &iov[..n_iov], more_follows, policy.send_timeout)
                         .await
@@ -268,6 +285,9 @@ impl Output {
                         Err(e) => break 'write Err(e),
                     };
                 *written += n as u64;
+                if let Some(budget) = records {
+                    budget.wrote(n as u64);
+                }
                 // Advance over what was written.
                 let mut left = n;
                 while left > 0 {
@@ -300,6 +320,35 @@ impl Output {
         self.clear();
         sent
     }
+}
+
+/// Takes `n()` records from a kTLS connection's budget (always true on other connections).
+fn take_records(records: &mut Option<RecordBudget>, n: impl FnOnce() -> u64) -> bool {
+    match records {
+        Some(r) => r.take(n()),
+        None => true,
+    }
+}
+
+/// The most records `file_send` makes for a file region: one sendfile per
+/// `sendfile_chunk_bytes`, or one write per `read_chunk_bytes` on the pread path.
+fn file_records(len: u64, policy: FileSendPolicy) -> u64 {
+    let below_max = policy.sendfile_max_bytes == 0 || len < policy.sendfile_max_bytes;
+    let piece = if len >= policy.sendfile_min_bytes && below_max {
+        policy.sendfile_chunk_bytes
+    } else {
+        policy.read_chunk_bytes
+    };
+    RecordBudget::bound(len, RecordBudget::calls(len, piece as u64))
+}
+
+/// The most records a paced body makes: one write per pacing chunk of each part.
+fn paced_records(parts: &[Part], throttle: &Throttle) -> u64 {
+    let chunk = throttle.chunk_size() as u64;
+    parts
+        .iter()
+        .map(|p| RecordBudget::bound(p.len(), RecordBudget::calls(p.len(), chunk)))
+        .sum()
 }
 
 /// One writev (or sendmsg with MSG_MORE when a file body follows, so the head and the

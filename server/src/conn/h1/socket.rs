@@ -1,6 +1,7 @@
 //! Reading the client's socket on the fast path: what has arrived, and whether the
 //! client has gone while a backend works. (Writing is `output`'s.)
 
+use crate::tls::ktls;
 use std::io;
 use tokio::io::Interest;
 use tokio::net::TcpStream;
@@ -40,6 +41,9 @@ pub(super) fn read_available(
             }
         }
         Err(e) if e.kind() == io::ErrorKind::ConnectionReset => (0, Ok(ReadResult::Eof)),
+        // On kTLS, the peer's alert (close_notify) or KeyUpdate: the connection ends as
+        // if it had closed (plain TCP never fails a read this way).
+        Err(e) if ktls::is_control_record(&e) => (0, Ok(ReadResult::Eof)),
         Err(e) => (0, Err(e)),
     }
 }
