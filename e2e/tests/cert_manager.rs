@@ -441,8 +441,9 @@ fn served_serial(ip: &str) -> Option<String> {
     Some(serial(pem[begin..end].as_bytes()))
 }
 
-/// What each edge pod's admin port says it serves for HOST: GET /certificates is
-/// `[{"vhost": .., "serial": .., "not_after": ..}]`. Returns the serials, one per pod.
+/// What each edge pod's admin port says it serves for the site: GET /certificates is
+/// `[{"vhost": .., "serial": "0a:1b:..", "not_after": UNIX_SECONDS}]`. Returns the
+/// serials, one per pod.
 async fn admin_serials(ns: &TestNamespace) -> Option<Vec<String>> {
     let lp = ListParams::default()
         .labels("app.kubernetes.io/name=skiff,app.kubernetes.io/instance=site");
@@ -460,7 +461,12 @@ async fn admin_serials(ns: &TestNamespace) -> Option<Vec<String>> {
         let url = format!("http://{ip}:9145/certificates");
         let text = client.get(&url).send().await.ok()?.text().await.ok()?;
         let body: Value = serde_json::from_str(&text).ok()?;
-        let entry = body.as_array()?.iter().find(|e| e["vhost"] == HOST)?;
+        // `vhost` is the config's virtual server name, which the operator takes from the
+        // VirtualServer ("site"); its host would do as well.
+        let entry = body
+            .as_array()?
+            .iter()
+            .find(|e| e["vhost"] == "site" || e["vhost"] == HOST)?;
         assert!(
             !entry["not_after"].is_null(),
             "{url}: no not_after in {entry}"
