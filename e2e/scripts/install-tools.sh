@@ -3,9 +3,12 @@
 #   - Debian packages: etcd, containerd, runc, CNI plugins, iptables, conntrack, openssl, gcc;
 #   - Kubernetes v1.33 binaries built from the Go module proxy (wrapper module in
 #     e2e/tools/k8s) with version ldflags, so `kubectl version` and helm's kubeVersion work;
-#   - metrics-server, helm, CoreDNS (go install) and the small CRI client used by teardown.
-# Go outputs are cached under $SKIFF_E2E_CACHE (default ~/.cache/skiff-e2e), keyed by version,
-# so a second run takes seconds. Prints the directory holding the binaries.
+#   - metrics-server, helm, CoreDNS (go install) and the small CRI client used by teardown;
+#   - cert-manager's controller (wrapper module in e2e/tools/cert-manager) and the CRDs of
+#     cert-manager and the Prometheus Operator.
+# Go outputs are cached under $SKIFF_E2E_CACHE (default ~/.cache/skiff-e2e), keyed by version
+# (cert-manager's also by a hash of its wrapper), so a second run takes seconds. Prints the
+# directory holding the binaries.
 set -euo pipefail
 E2E=$(cd "$(dirname "$0")/.." && pwd)
 source "$E2E/scripts/versions.sh"
@@ -92,6 +95,22 @@ if [ ! -s "$crd_out/servicemonitors.yaml" ]; then
   rm -rf "$crd_out" && mv "$crd_out.tmp" "$crd_out"
 fi
 ln -sfn "$crd_out" "$BIN/third-party-crds"
+
+# cert-manager's controller, built from its main module by the wrapper in
+# e2e/tools/cert-manager (its cmd/controller module is not on the module proxy). Keyed by
+# version and a hash of Go's version and the wrapper's files, so an edit rebuilds; cold:
+# ~4 min on 2 cores.
+cm_dir=$E2E/tools/cert-manager
+grep -Eq "^(require |[[:space:]]+)github.com/cert-manager/cert-manager $CERT_MANAGER_VERSION\$" "$cm_dir/go.mod" ||
+  { log "$cm_dir/go.mod does not require cert-manager $CERT_MANAGER_VERSION (versions.sh)"; exit 1; }
+cm_out=$CACHE/cert-manager-$CERT_MANAGER_VERSION-$( (go env GOVERSION; cat "$cm_dir"/go.mod "$cm_dir"/go.sum "$cm_dir"/*.go) | sha256sum | cut -c1-12)
+if [ ! -x "$cm_out/cert-manager-controller" ]; then
+  log "building cert-manager $CERT_MANAGER_VERSION's controller (cold: ~4 min on 2 cores)"
+  mkdir -p "$cm_out.tmp"
+  (cd "$cm_dir" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$cm_out.tmp/cert-manager-controller" .)
+  rm -rf "$cm_out" && mv "$cm_out.tmp" "$cm_out"
+fi
+ln -sfn "$cm_out/cert-manager-controller" "$BIN/cert-manager-controller"
 
 # The pause image's binary: static C, built once.
 if [ ! -x "$CACHE/pause/pause" ] || [ "$E2E/images/pause.c" -nt "$CACHE/pause/pause" ]; then

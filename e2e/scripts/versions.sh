@@ -3,8 +3,9 @@ K8S_VERSION=v1.33.13
 METRICS_SERVER_VERSION=v0.9.0
 HELM_VERSION=v3.19.0
 COREDNS_VERSION=v1.14.7
-# Third-party CRDs the operator discovers at runtime. Only their CRDs are installed (their
-# controllers do not build from the module proxy); they come from the projects' Go modules,
-# checked against the Go checksum database by `go mod download`.
+# Third-party CRDs the operator discovers at runtime; they come from the projects' Go modules,
+# checked against the Go checksum database by `go mod download`. cert-manager's controller
+# runs too, built from that module (e2e/tools/cert-manager/go.mod requires the same version);
+# the Prometheus Operator's does not.
 CERT_MANAGER_VERSION=v1.21.2
 PROMETHEUS_OPERATOR_VERSION=v0.85.0

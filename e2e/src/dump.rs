@@ -1,11 +1,12 @@
-//! What a failing test leaves behind: the namespace's objects, its Events in time order,
+//! What a failing test leaves behind: the namespace's objects (VirtualServers and
+//! cert-manager's Certificates and CertificateRequests too), its Events in time order,
 //! and every container's log (the previous instance's too, after a restart). Printed to
 //! stderr, and written to the cluster's state directory, in dumps/NAMESPACE.txt.
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Pod, Service};
-use kube::api::{ListParams, LogParams};
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams, LogParams};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use std::fmt::Write;
@@ -19,6 +20,19 @@ pub async fn namespace(client: &Client, ns: &str) {
     objects::<Service>(client, ns, &mut out).await;
     objects::<ConfigMap>(client, ns, &mut out).await;
     objects::<HorizontalPodAutoscaler>(client, ns, &mut out).await;
+    for (group, version, kind) in [
+        ("skiff.dev", "v1alpha1", "VirtualServer"),
+        ("cert-manager.io", "v1", "Certificate"),
+        ("cert-manager.io", "v1", "CertificateRequest"),
+    ] {
+        custom_objects(
+            client,
+            ns,
+            &GroupVersionKind::gvk(group, version, kind),
+            &mut out,
+        )
+        .await;
+    }
     events(client, ns, &mut out).await;
     logs(client, ns, &mut out).await;
     eprintln!("{out}");
@@ -51,6 +65,24 @@ where
         }
         Err(e) => {
             let _ = writeln!(out, "---- {kind}: cannot list: {e}");
+        }
+    }
+}
+
+/// Objects of a custom resource, when its CRD is installed.
+async fn custom_objects(client: &Client, ns: &str, gvk: &GroupVersionKind, out: &mut String) {
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), ns, &ApiResource::from_gvk(gvk));
+    match api.list(&ListParams::default()).await {
+        Ok(list) => {
+            for mut item in list.items {
+                item.metadata.managed_fields = None;
+                let yaml = serde_json::to_string_pretty(&item).unwrap_or_default();
+                let _ = writeln!(out, "---- {}/{}\n{yaml}", gvk.kind, item.name_any());
+            }
+        }
+        Err(e) => {
+            let _ = writeln!(out, "---- {}: cannot list: {e}", gvk.kind);
         }
     }
 }

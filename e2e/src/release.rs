@@ -128,22 +128,45 @@ fn third_party_crd_files() -> PathBuf {
     tool("third-party-crds")
 }
 
-/// The names of the CRDs in the third-party files.
-const THIRD_PARTY_CRDS: [&str; 5] = [
+/// The names of cert-manager's CRDs (third-party-crds/cert-manager.yaml).
+const CERT_MANAGER_CRDS: [&str; 4] = [
     "certificates.cert-manager.io",
     "certificaterequests.cert-manager.io",
     "issuers.cert-manager.io",
     "clusterissuers.cert-manager.io",
+];
+
+/// The names of the CRDs in the third-party files.
+const THIRD_PARTY_CRDS: [&str; 5] = [
+    CERT_MANAGER_CRDS[0],
+    CERT_MANAGER_CRDS[1],
+    CERT_MANAGER_CRDS[2],
+    CERT_MANAGER_CRDS[3],
     "servicemonitors.monitoring.coreos.com",
 ];
 
 /// Installs the third-party CRDs (server-side apply) and waits until they are established.
 pub async fn install_third_party_crds(cluster: &Cluster) {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(third_party_crd_files()).expect("third-party CRDs") {
+        files.push(entry.unwrap().path());
+    }
+    install_crds(cluster, &files, &THIRD_PARTY_CRDS).await;
+}
+
+/// Installs cert-manager's CRDs only, as `e2e/cluster up` does before it starts
+/// cert-manager's controller (a test that removed them puts them back with this).
+pub async fn install_cert_manager_crds(cluster: &Cluster) {
+    let file = third_party_crd_files().join("cert-manager.yaml");
+    install_crds(cluster, &[file], &CERT_MANAGER_CRDS).await;
+}
+
+async fn install_crds(cluster: &Cluster, files: &[PathBuf], names: &[&str]) {
     // One -f per file: kubectl reads a symlinked directory as a file.
     let mut kubectl = Command::new(tool("kubectl"));
     kubectl.args(["apply", "--server-side", "--field-manager", "skiff-e2e"]);
-    for entry in std::fs::read_dir(third_party_crd_files()).expect("third-party CRDs") {
-        kubectl.arg("-f").arg(entry.unwrap().path());
+    for file in files {
+        kubectl.arg("-f").arg(file);
     }
     let out = kubectl
         .env("KUBECONFIG", &cluster.kubeconfig)
@@ -155,7 +178,7 @@ pub async fn install_third_party_crds(cluster: &Cluster) {
         String::from_utf8_lossy(&out.stderr)
     );
     let crds: Api<CustomResourceDefinition> = Api::all(cluster.client.clone());
-    for name in THIRD_PARTY_CRDS {
+    for &name in names {
         wait_for(
             &format!("CRD {name} to be established"),
             Duration::from_secs(60),
