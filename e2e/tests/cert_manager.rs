@@ -12,9 +12,8 @@
 //! - a forced renewal (what `cmctl renew` does) re-issues it with a new serial.
 //!
 //! `virtual_server_serves_the_issued_certificate_over_https` checks that the edge pods serve
-//! that certificate through the Service on 443, and the new one after a renewal. It needs
-//! the server's TLS listener and the operator mounting the Secret (work in progress), and
-//! runs only with `SKIFF_E2E_HTTPS=1` until then.
+//! that certificate through the Service on 443, and the new one after a renewal reaches the
+//! pods through the Secret volume, without a restart.
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
@@ -476,19 +475,10 @@ async fn admin_serials(ns: &TestNamespace) -> Option<Vec<String>> {
     (!serials.is_empty()).then_some(serials)
 }
 
-/// Depends on work in progress (the server's TLS listener, the operator mounting the
-/// Secret and giving the Service port 443 -> 8443, the admin port's /certificates), so it
-/// runs only with `SKIFF_E2E_HTTPS=1` until that lands: a failing test binary stops
-/// `cargo test` before the other e2e tests run. Drop the gate when it passes.
+/// The operator mounts the Secret, gives the Service 443 -> 8443, and each pod's admin
+/// port reports the serial it serves on /certificates.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn virtual_server_serves_the_issued_certificate_over_https() {
-    if std::env::var("SKIFF_E2E_HTTPS").as_deref() != Ok("1") {
-        eprintln!(
-            "SKIPPED: set SKIFF_E2E_HTTPS=1 to run this test; it needs the server's TLS \
-             listener and the operator mounting the Secret (work in progress)"
-        );
-        return;
-    }
     let Some(cluster) = skiff_e2e::cluster().await else {
         return;
     };
