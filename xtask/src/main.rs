@@ -9,6 +9,8 @@ mod bench;
 mod cmd;
 mod generate;
 mod h2spec;
+mod served;
+mod testssl;
 
 use std::path::Path;
 use std::process::{Command, ExitCode};
@@ -20,14 +22,15 @@ const TARGETS: &[(&str, &str)] = &[
     ("check", "formatting, generated docs, module cycles (if scripts/check-module-cycles.py exists), clippy"),
     ("unit", "unit tests: the lib and bin targets of the workspace (not e2e), ignored tests included"),
     ("integration", "integration (tests/) and doc tests of the workspace (not e2e), ignored tests included"),
-    ("h2spec", "h2spec [--release] [--runs N]: HTTP/2 conformance (h2spec --strict, h2c) against skiff serve; every case must pass"),
+    ("h2spec", "h2spec [--release] [--runs N]: HTTP/2 conformance (h2spec --strict, h2c and h2 over TLS) against skiff serve; every case must pass"),
+    ("testssl", "testssl [--release]: testssl.sh against skiff serve's HTTPS listener, judged on the TLS policy (versions, suites, tickets, vulnerabilities)"),
     ("images", "build the skiff and skiff-operator images without Docker (images/build.sh) and check them"),
     ("chart", "the Helm chart: lint, schema, golden renderings (scripts/chart-check.sh [--bless])"),
     ("e2e", "the e2e suite on a real local Kubernetes cluster, brought up and torn down (e2e/run.sh)"),
     ("fuzz", "fuzz [SECONDS [TARGET...]]: every fuzz target for a bounded time (scripts/fuzz.sh, 15 s)"),
     ("bench", "bench [NAME [ARGS...]]: list the benchmarks, or run one (static, dynamic, ab, reload, attack, operator)"),
     ("generate", "regenerate the CRD (crdgen), config.schema.json and server/CONFIG.md"),
-    ("ci", "what scripts/test.sh runs after installing deps: check, images, chart, tests, h2spec, fuzz, e2e"),
+    ("ci", "what scripts/test.sh runs after installing deps: check, images, chart, tests, h2spec, testssl, fuzz, e2e"),
     ("help", "this list"),
 ];
 
@@ -111,6 +114,7 @@ fn main() -> ExitCode {
         "unit" => unit(),
         "integration" => integration(),
         "h2spec" => h2spec::h2spec(rest, None),
+        "testssl" => testssl::testssl(rest, None),
         "images" => images(),
         "chart" => chart(rest),
         "e2e" => e2e(),
@@ -253,6 +257,7 @@ fn ci() -> Outcome {
     // The binary the tests just built, against HTTP/2's conformance suite: after the tests
     // (a broken build fails there first, with a clearer message), before the long steps.
     h2spec::h2spec(&[], Some(&log.0))?;
+    testssl::testssl(&[], Some(&log.0))?;
     let seconds = std::env::var("SKIFF_FUZZ_SECONDS")
         .ok()
         .filter(|s| !s.is_empty());
