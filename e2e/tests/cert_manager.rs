@@ -14,6 +14,10 @@
 //! `virtual_server_serves_the_issued_certificate_over_https` checks that the edge pods serve
 //! that certificate through the Service on 443, and the new one after a renewal reaches the
 //! pods through the Secret volume, without a restart.
+//!
+//! `virtual_server_serves_its_own_secret_and_a_replaced_one` does the same without
+//! cert-manager: a kubernetes.io/tls Secret of the user's, replaced in place, and the
+//! plain-HTTP redirect.
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
@@ -595,6 +599,204 @@ async fn virtual_server_serves_the_issued_certificate_over_https() {
         },
     )
     .await;
+
+    release.uninstall();
+}
+
+/// A self-signed certificate for HOST and its key (PEM), made by openssl.
+fn self_signed(dir: &Path, name: &str) -> (Vec<u8>, Vec<u8>) {
+    let (crt, key) = (
+        dir.join(format!("{name}.crt")),
+        dir.join(format!("{name}.key")),
+    );
+    openssl(
+        &[
+            "req",
+            "-x509",
+            "-nodes",
+            "-days",
+            "2",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-subj",
+            &format!("/CN={HOST}"),
+            "-addext",
+            &format!("subjectAltName=DNS:{HOST}"),
+            "-keyout",
+            key.to_str().unwrap(),
+            "-out",
+            crt.to_str().unwrap(),
+        ],
+        b"",
+    );
+    (std::fs::read(crt).unwrap(), std::fs::read(key).unwrap())
+}
+
+fn tls_secret(name: &str, crt: &[u8], key: &[u8]) -> Value {
+    let secret = Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        type_: Some("kubernetes.io/tls".into()),
+        data: Some(
+            [("tls.crt", crt), ("tls.key", key)]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), k8s_openapi::ByteString(v.to_vec())))
+                .collect(),
+        ),
+        ..Default::default()
+    };
+    serde_json::to_value(secret).unwrap()
+}
+
+/// The edge pods' (name, uid, restart count), to show a certificate change restarted none.
+async fn edge_pods(ns: &TestNamespace) -> Vec<(String, String, i32)> {
+    let lp = ListParams::default()
+        .labels("app.kubernetes.io/name=skiff,app.kubernetes.io/instance=site");
+    let mut pods: Vec<_> = ns
+        .api::<Pod>()
+        .list(&lp)
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .map(|p| {
+            let restarts = p
+                .status
+                .and_then(|s| s.container_statuses)
+                .unwrap_or_default()
+                .iter()
+                .map(|c| c.restart_count)
+                .sum();
+            (
+                p.metadata.name.unwrap_or_default(),
+                p.metadata.uid.unwrap_or_default(),
+                restarts,
+            )
+        })
+        .collect();
+    pods.sort();
+    pods
+}
+
+/// A VirtualServer whose certificate is a Secret of the user's: served over HTTPS through
+/// the Service (verified against that very certificate), plain HTTP redirected with 308;
+/// the Secret's data replaced in place reaches every pod with no pod restarted or replaced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn virtual_server_serves_its_own_secret_and_a_replaced_one() {
+    let Some(cluster) = skiff_e2e::cluster().await else {
+        return;
+    };
+    let ns = cluster.namespace("tls-secret").await;
+    let release = setup(&cluster, &ns).await;
+    let dir = scratch(&ns);
+    let (crt, key) = self_signed(&dir, "first");
+    ns.apply::<Secret>(tls_secret("site-cert", &crt, &key))
+        .await;
+    let mut vs = site("unused", 2);
+    vs["spec"]["tls"] = json!({ "secretName": "site-cert", "redirect": true });
+    ns.apply::<VirtualServer>(vs).await;
+    wait_condition(&ns, "site", "Ready", "True").await;
+    let ip = ns
+        .api::<Service>()
+        .get("site")
+        .await
+        .unwrap()
+        .spec
+        .unwrap()
+        .cluster_ip
+        .expect("a ClusterIP");
+
+    let first = serial(&crt);
+    wait_for(
+        &format!("{ip}:443 to present the Secret's serial {first}"),
+        Duration::from_secs(120),
+        || {
+            let (ip, first) = (ip.clone(), first.clone());
+            async move { (served_serial(&ip)? == first).then_some(()) }
+        },
+    )
+    .await;
+    let pinned = write(&dir, "first-pinned.crt", &crt);
+    let curl = |args: &[&str]| {
+        let out = Command::new("curl")
+            .args(["--silent", "--show-error", "--max-time", "10"])
+            .args(["--resolve", &format!("{HOST}:443:{ip}")])
+            .args(["--resolve", &format!("{HOST}:80:{ip}")])
+            .args(args)
+            .output()
+            .expect("run curl");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (ok, body, err) = curl(&["--cacert", &pinned, &format!("https://{HOST}/")]);
+    assert!(
+        ok,
+        "curl https://{HOST}/ trusting the Secret's certificate: {err}"
+    );
+    assert_eq!(body, INDEX);
+    let (ok, head, err) = curl(&["--include", &format!("http://{HOST}/a?b=1")]);
+    assert!(ok, "curl http://{HOST}/a?b=1: {err}");
+    assert!(
+        head.starts_with("HTTP/1.1 308"),
+        "plain HTTP is redirected: {head}"
+    );
+    assert!(
+        head.to_ascii_lowercase()
+            .contains(&format!("location: https://{HOST}/a?b=1")),
+        "to the same URL over HTTPS: {head}"
+    );
+
+    // The Secret's data replaced in place (what a renewal by any tool does).
+    let before = edge_pods(&ns).await;
+    assert_eq!(before.len(), 2, "two edge pods: {before:?}");
+    let (crt2, key2) = self_signed(&dir, "second");
+    let second = serial(&crt2);
+    assert_ne!(first, second);
+    ns.apply::<Secret>(tls_secret("site-cert", &crt2, &key2))
+        .await;
+    // The kubelet refreshes a Secret volume within about a minute, then the pods reload.
+    wait_for(
+        &format!("{ip}:443 to present the replaced serial {second}"),
+        Duration::from_secs(180),
+        || {
+            let (ip, second) = (ip.clone(), second.clone());
+            async move { (served_serial(&ip)? == second).then_some(()) }
+        },
+    )
+    .await;
+    let want = normalize_serial(&second);
+    wait_for(
+        "every pod to report the replaced serial",
+        Duration::from_secs(120),
+        || {
+            let (ns, want) = (&ns, want.clone());
+            async move {
+                let serials = admin_serials(ns).await?;
+                (serials.len() == 2 && serials.iter().all(|s| *s == want)).then_some(())
+            }
+        },
+    )
+    .await;
+    let pinned = write(&dir, "second-pinned.crt", &crt2);
+    let (ok, body, err) = curl(&["--cacert", &pinned, &format!("https://{HOST}/")]);
+    assert!(
+        ok,
+        "curl https://{HOST}/ trusting the new certificate: {err}"
+    );
+    assert_eq!(body, INDEX);
+    assert_eq!(
+        edge_pods(&ns).await,
+        before,
+        "no edge pod was restarted or replaced by the new certificate"
+    );
 
     release.uninstall();
 }
