@@ -99,6 +99,18 @@ fn h2c_prior_knowledge_on_the_same_port() {
         .unwrap();
     assert_eq!(r.status(), 206);
     assert_eq!(r.text().unwrap(), "123");
+    // A range of the large file across 256 KiB read chunks, ending mid-chunk: exactly
+    // its bytes, none read past it.
+    let r = client
+        .get(srv.url("/big.bin"))
+        .header("range", "bytes=300001-1400000")
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), 206);
+    assert_eq!(
+        r.bytes().unwrap().as_ref(),
+        &big_bin_bytes()[300_001..=1_400_000]
+    );
     let out = curl(&[
         "--http2-prior-knowledge",
         "-o",

@@ -8,7 +8,6 @@ use bytes::Bytes;
 use std::collections::VecDeque;
 use std::future::Future;
 use std::io;
-use std::os::unix::fs::FileExt;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
@@ -98,14 +97,19 @@ impl http_body::Body for ReplyBody {
             Part::Bytes(b) => b,
             Part::File(mut f) => {
                 let want = (f.len as usize).min(chunk_size);
-                let mut buf = vec![0u8; want];
-                let mut got = 0;
-                while got < want {
-                    match f.file.read_at(&mut buf[got..], f.offset + got as u64) {
+                // Read into the spare capacity: zeroing a chunk first would be one more
+                // pass over every byte of a large body. `with_capacity` gives exactly `want`
+                // (Vec's documented guarantee), so no read goes past this part's bytes.
+                let mut buf = Vec::with_capacity(want);
+                debug_assert_eq!(buf.capacity(), want);
+                while buf.len() < want {
+                    let at = f.offset + buf.len() as u64;
+                    let spare = rustix::buffer::spare_capacity(&mut buf);
+                    match rustix::io::pread(&f.file, spare, at) {
                         Ok(0) => return Poll::Ready(Some(Err(truncated()))),
-                        Ok(n) => got += n,
-                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                        Err(e) => return Poll::Ready(Some(Err(e))),
+                        Ok(_) => {}
+                        Err(rustix::io::Errno::INTR) => {}
+                        Err(e) => return Poll::Ready(Some(Err(e.into()))),
                     }
                 }
                 f.offset += want as u64;
