@@ -2,6 +2,7 @@
 //! pread in chunks (hyper cannot hand a body to sendfile), paced under bandwidth limits.
 
 use super::file_send::truncated;
+use crate::fs::chunk;
 use crate::http::reply::{Body, Part};
 use crate::shaping::{Pacer, Throttle};
 use bytes::Bytes;
@@ -97,27 +98,17 @@ impl http_body::Body for ReplyBody {
             Part::Bytes(b) => b,
             Part::File(mut f) => {
                 let want = (f.len as usize).min(chunk_size);
-                // Read into the spare capacity: zeroing a chunk first would be one more
-                // pass over every byte of a large body. `with_capacity` gives exactly `want`
-                // (Vec's documented guarantee), so no read goes past this part's bytes.
-                let mut buf = Vec::with_capacity(want);
-                debug_assert_eq!(buf.capacity(), want);
-                while buf.len() < want {
-                    let at = f.offset + buf.len() as u64;
-                    let spare = rustix::buffer::spare_capacity(&mut buf);
-                    match rustix::io::pread(&f.file, spare, at) {
-                        Ok(0) => return Poll::Ready(Some(Err(truncated()))),
-                        Ok(_) => {}
-                        Err(rustix::io::Errno::INTR) => {}
-                        Err(e) => return Poll::Ready(Some(Err(e.into()))),
-                    }
-                }
+                let data = match chunk::read_mid_page(&f.file, f.offset, want) {
+                    Ok(Some(data)) => data,
+                    Ok(None) => return Poll::Ready(Some(Err(truncated()))),
+                    Err(e) => return Poll::Ready(Some(Err(e))),
+                };
                 f.offset += want as u64;
                 f.len -= want as u64;
                 if f.len > 0 {
                     self.parts.push_front(Part::File(f));
                 }
-                Bytes::from(buf)
+                data
             }
         };
         if let Some(pacer) = self.pacer.as_mut() {
