@@ -67,3 +67,22 @@ if [[ "${1:-}" != "--build" ]]; then
   fi
   ln -sfn "$h2spec_dir/h2spec" /usr/local/bin/h2spec
 fi
+
+# promtool (`cargo xtask rules`: check and unit-test dashboards/rules/, check /metrics), from
+# Debian's prometheus package (2.42). Only promtool is taken: the .deb is downloaded and
+# unpacked with dpkg-deb, never installed, so no prometheus user, service or running
+# server comes with it. Cached by version under ~/.cache/skiff-tools and linked onto the PATH.
+if [[ "${1:-}" != "--build" ]]; then
+  promtool_dir=${SKIFF_TOOLS_CACHE:-$HOME/.cache/skiff-tools}/promtool
+  if ! "$promtool_dir/promtool" --version 2>/dev/null | grep -q "^promtool, version 2\\."; then
+    echo "install-deps: promtool from Debian's prometheus package (apt-get download, dpkg-deb -x)"
+    rm -rf "$promtool_dir.tmp"
+    mkdir -p "$promtool_dir.tmp"
+    command -v apt-get >/dev/null 2>&1 && { apt-cache show prometheus >/dev/null 2>&1 || apt-get update -qq; }
+    (cd "$promtool_dir.tmp" && apt-get download -qq prometheus >/dev/null && dpkg-deb -x prometheus_*.deb root)
+    mv "$promtool_dir.tmp/root/usr/bin/promtool" "$promtool_dir.tmp/promtool"
+    rm -rf "$promtool_dir.tmp/root" "$promtool_dir.tmp"/prometheus_*.deb
+    rm -rf "$promtool_dir" && mv "$promtool_dir.tmp" "$promtool_dir"
+  fi
+  ln -sfn "$promtool_dir/promtool" /usr/local/bin/promtool
+fi
