@@ -18,6 +18,8 @@ ls /usr/sbin/php-fpm* >/dev/null 2>&1 || need_apt+=(php-fpm)
 command -v uwsgi >/dev/null 2>&1 || need_apt+=(uwsgi)
 [ -e /usr/lib/uwsgi/plugins/python3_plugin.so ] || need_apt+=(uwsgi-plugin-python3)
 /usr/bin/python3 -c 'import django' >/dev/null 2>&1 || need_apt+=(python3-django)
+# PyYAML: dashboards/rules/generator/ and scripts/chart-check.sh read and write YAML with it.
+/usr/bin/python3 -c 'import yaml' >/dev/null 2>&1 || need_apt+=(python3-yaml)
 # TLS: openssl makes the conformance suites' certificates, testssl.sh scans the listener.
 command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
 command -v testssl >/dev/null 2>&1 || need_apt+=(testssl.sh)
