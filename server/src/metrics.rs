@@ -198,6 +198,11 @@ impl Metrics {
             "Configuration reloads by result: success, failure (old config kept), restart_required",
             config_reloads.clone(),
         );
+        // Every result from 0, so the first failure is an increase the alerts see (a series
+        // born at 1 shows none).
+        for result in ["success", "failure", "restart_required"] {
+            config_reloads.get_or_create(&ResultLabels { result });
+        }
         let config_last_success = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
         registry.register(
             "config_last_reload_success_timestamp_seconds",
@@ -518,5 +523,14 @@ mod tests {
         ));
         assert!(text
             .contains("skiff_http_request_duration_seconds_bucket{le=\"0.1\",vhost=\"site\"} 0\n"));
+    }
+
+    #[test]
+    fn reload_counters_start_at_zero() {
+        let text = Metrics::new().encode();
+        for result in ["success", "failure", "restart_required"] {
+            let line = format!("skiff_config_reloads_total{{result=\"{result}\"}} 0\n");
+            assert!(text.contains(&line), "{line:?} missing from\n{text}");
+        }
     }
 }
