@@ -14,7 +14,7 @@ for bad in operator.logFormat=xml operator.image.pullPolicy=Sometimes operator.m
   networkPolicy.enabled=maybe 'networkPolicy.metricsNamespaces={Not_A_Namespace}' \
   'networkPolicy.metricsNamespaceSelector.team=a\,b' \
   prometheusRule.enabled=maybe prometheusRule.forAll=soon prometheusRule.forOverrides.NoSuchAlert=1m \
-  operator.monitor.enabled=maybe operator.monitor.interval=often; do
+  operator.monitor.enabled=maybe operator.monitor.interval=often prometheusRule.runbookBaseUrl=wiki; do
   if "$helm" template skiff "$chart" --set "$bad" >/dev/null 2>&1; then
     echo "chart-check: values.schema.json accepted $bad" >&2
     exit 1
@@ -32,7 +32,8 @@ for case in default example monitoring; do
   # alert's own) and the operator's ServiceMonitor, both turned on by `auto`.
   [ "$case" = monitoring ] && args=(--api-versions monitoring.coreos.com/v1/PrometheusRule
     --api-versions monitoring.coreos.com/v1/ServiceMonitor --set crds.enabled=false --set prometheusRule.forAll=30s
-    --set prometheusRule.forOverrides.SkiffPoolSaturated=2m --set prometheusRule.labels.release=kps)
+    --set prometheusRule.forOverrides.SkiffPoolSaturated=2m --set prometheusRule.labels.release=kps
+    --set prometheusRule.runbookBaseUrl=https://wiki.example/skiff-runbooks)
   if [ "${1:-}" = --bless ]; then
     render "${args[@]}" >"$golden/$case.yaml"
   elif ! diff -u "$golden/$case.yaml" <(render "${args[@]}"); then
