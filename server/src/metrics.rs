@@ -201,7 +201,7 @@ impl Metrics {
         // Every result from 0, so the first failure is an increase the alerts see (a series
         // born at 1 shows none).
         for result in ["success", "failure", "restart_required"] {
-            config_reloads.get_or_create(&ResultLabels { result });
+            let _ = config_reloads.get_or_create(&ResultLabels { result });
         }
         let config_last_success = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
         registry.register(
