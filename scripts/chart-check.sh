@@ -12,7 +12,9 @@ golden=$chart/tests/golden
 # The schema must refuse what the chart cannot honour.
 for bad in operator.logFormat=xml operator.image.pullPolicy=Sometimes operator.metricsPort=0 nonsense=1 \
   networkPolicy.enabled=maybe 'networkPolicy.metricsNamespaces={Not_A_Namespace}' \
-  'networkPolicy.metricsNamespaceSelector.team=a\,b'; do
+  'networkPolicy.metricsNamespaceSelector.team=a\,b' \
+  prometheusRule.enabled=maybe prometheusRule.forAll=soon prometheusRule.forOverrides.NoSuchAlert=1m \
+  operator.monitor.enabled=maybe operator.monitor.interval=often prometheusRule.runbookBaseUrl=wiki; do
   if "$helm" template skiff "$chart" --set "$bad" >/dev/null 2>&1; then
     echo "chart-check: values.schema.json accepted $bad" >&2
     exit 1
@@ -20,12 +22,18 @@ for bad in operator.logFormat=xml operator.image.pullPolicy=Sometimes operator.m
 done
 render() { "$helm" template skiff "$chart" --namespace skiff "$@"; }
 status=0
-for case in default example; do
+for case in default example monitoring; do
   args=()
   # The example case also names metrics namespaces, to render the operator's flags.
   [ "$case" = example ] && args=(--set example.enabled=true --set crds.enabled=false
     --set 'networkPolicy.metricsNamespaces={monitoring,prometheus}'
     --set networkPolicy.metricsNamespaceSelector.team=observability)
+  # With the Prometheus Operator's CRDs: the PrometheusRule (short `for:` for tests, one
+  # alert's own) and the operator's ServiceMonitor, both turned on by `auto`.
+  [ "$case" = monitoring ] && args=(--api-versions monitoring.coreos.com/v1/PrometheusRule
+    --api-versions monitoring.coreos.com/v1/ServiceMonitor --set crds.enabled=false --set prometheusRule.forAll=30s
+    --set prometheusRule.forOverrides.SkiffPoolSaturated=2m --set prometheusRule.labels.release=kps
+    --set prometheusRule.runbookBaseUrl=https://wiki.example/skiff-runbooks)
   if [ "${1:-}" = --bless ]; then
     render "${args[@]}" >"$golden/$case.yaml"
   elif ! diff -u "$golden/$case.yaml" <(render "${args[@]}"); then
@@ -33,5 +41,16 @@ for case in default example; do
     status=1
   fi
 done
+# The PrometheusRule holds files/skiff-rules.yaml's rules, expressions and all, whatever
+# `for:` the values give the alerts.
+render --api-versions monitoring.coreos.com/v1/PrometheusRule --set crds.enabled=false \
+  --set prometheusRule.forAll=1s --show-only templates/prometheusrule.yaml | python3 -c '
+import sys, yaml
+rendered = yaml.safe_load(sys.stdin)["spec"]["groups"]
+source = yaml.safe_load(open(sys.argv[1]))["groups"]
+strip = lambda groups: [(g["name"], [{k: v for k, v in r.items() if k != "for"} for r in g["rules"]]) for g in groups]
+assert strip(rendered) == strip(source), "the PrometheusRule differs from " + sys.argv[1]
+assert all(r["for"] == "1s" for g in rendered for r in g["rules"] if "alert" in r), "forAll not applied"
+' "$chart/files/skiff-rules.yaml" || { echo "chart-check: the PrometheusRule is not the rules file" >&2; status=1; }
 [ $status = 0 ] && echo "chart: lint, schema and golden renderings ok"
 exit $status

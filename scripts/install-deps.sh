@@ -18,6 +18,8 @@ ls /usr/sbin/php-fpm* >/dev/null 2>&1 || need_apt+=(php-fpm)
 command -v uwsgi >/dev/null 2>&1 || need_apt+=(uwsgi)
 [ -e /usr/lib/uwsgi/plugins/python3_plugin.so ] || need_apt+=(uwsgi-plugin-python3)
 /usr/bin/python3 -c 'import django' >/dev/null 2>&1 || need_apt+=(python3-django)
+# PyYAML: dashboards/rules/generator/ and scripts/chart-check.sh read and write YAML with it.
+/usr/bin/python3 -c 'import yaml' >/dev/null 2>&1 || need_apt+=(python3-yaml)
 # TLS: openssl makes the conformance suites' certificates, testssl.sh scans the listener.
 command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
 command -v testssl >/dev/null 2>&1 || need_apt+=(testssl.sh)
@@ -66,4 +68,23 @@ if [[ "${1:-}" != "--build" ]]; then
     rm -rf "$h2spec_dir" && mv "$h2spec_dir.tmp" "$h2spec_dir"
   fi
   ln -sfn "$h2spec_dir/h2spec" /usr/local/bin/h2spec
+fi
+
+# promtool (`cargo xtask rules`: check and unit-test dashboards/rules/, check /metrics), from
+# Debian's prometheus package (2.42). Only promtool is taken: the .deb is downloaded and
+# unpacked with dpkg-deb, never installed, so no prometheus user, service or running
+# server comes with it. Cached by version under ~/.cache/skiff-tools and linked onto the PATH.
+if [[ "${1:-}" != "--build" ]]; then
+  promtool_dir=${SKIFF_TOOLS_CACHE:-$HOME/.cache/skiff-tools}/promtool
+  if ! "$promtool_dir/promtool" --version 2>/dev/null | grep -q "^promtool, version 2\\."; then
+    echo "install-deps: promtool from Debian's prometheus package (apt-get download, dpkg-deb -x)"
+    rm -rf "$promtool_dir.tmp"
+    mkdir -p "$promtool_dir.tmp"
+    command -v apt-get >/dev/null 2>&1 && { apt-cache show prometheus >/dev/null 2>&1 || apt-get update -qq; }
+    (cd "$promtool_dir.tmp" && apt-get download -qq prometheus >/dev/null && dpkg-deb -x prometheus_*.deb root)
+    mv "$promtool_dir.tmp/root/usr/bin/promtool" "$promtool_dir.tmp/promtool"
+    rm -rf "$promtool_dir.tmp/root" "$promtool_dir.tmp"/prometheus_*.deb
+    rm -rf "$promtool_dir" && mv "$promtool_dir.tmp" "$promtool_dir"
+  fi
+  ln -sfn "$promtool_dir/promtool" /usr/local/bin/promtool
 fi

@@ -350,6 +350,15 @@ async fn virtualserver_reconciles_into_a_serving_edge_farm() {
         );
     }
     assert_eq!(monitor.data["spec"]["endpoints"][0]["port"], "admin");
+    assert_eq!(
+        monitor.data["spec"]["endpoints"][0]["relabelings"][0],
+        json!({
+            "sourceLabels": ["__meta_kubernetes_service_label_app_kubernetes_io_instance"],
+            "targetLabel": "virtualserver",
+            "action": "replace"
+        }),
+        "every edge series gets its VirtualServer's name, kept by the real CRD's schema"
+    );
     let pending = wait_for(
         "the Certificate for secure",
         Duration::from_secs(60),

@@ -1,8 +1,9 @@
 //! The operator's Prometheus metrics (prefix `skiff_operator_`), and the per-object failure
 //! streaks that drive the error back-off.
 
-use crate::crd::VirtualServer;
+use crate::crd::{le_label, Slo, VirtualServer};
 use kube::runtime::reflector::Store;
+use kube::ResourceExt;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -24,12 +25,30 @@ struct ConditionLabels {
     status: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SloLabels {
+    namespace: String,
+    virtualserver: String,
+    slo: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ThresholdLabels {
+    namespace: String,
+    virtualserver: String,
+    le: String,
+}
+
+type FloatGauge = Gauge<f64, std::sync::atomic::AtomicU64>;
+
 pub struct Metrics {
     registry: Registry,
     reconciliations: Counter,
     errors: Family<ReasonLabels, Counter>,
     duration: Histogram,
     by_condition: Family<ConditionLabels, Gauge>,
+    slo_objective: Family<SloLabels, FloatGauge>,
+    slo_threshold: Family<ThresholdLabels, FloatGauge>,
     /// The controller's cache of VirtualServers, counted by condition at scrape time.
     store: OnceLock<Store<VirtualServer>>,
     streaks: Mutex<HashMap<String, u32>>,
@@ -64,12 +83,26 @@ impl Metrics {
             "VirtualServers by condition and status",
             by_condition.clone(),
         );
+        let slo_objective = Family::default();
+        registry.register(
+            "virtualserver_slo_objective",
+            "Each VirtualServer's service level objective (spec.slo or the default): the share of requests not answered 5xx (slo=availability) or faster than the latency threshold (slo=latency)",
+            slo_objective.clone(),
+        );
+        let slo_threshold = Family::default();
+        registry.register(
+            "virtualserver_slo_latency_threshold_seconds",
+            "Each VirtualServer's SLO latency threshold; le is the skiff_http_request_duration_seconds bucket bound it names",
+            slo_threshold.clone(),
+        );
         Metrics {
             registry,
             reconciliations,
             errors,
             duration,
             by_condition,
+            slo_objective,
+            slo_threshold,
             store: OnceLock::new(),
             streaks: Mutex::default(),
         }
@@ -119,8 +152,39 @@ impl Metrics {
         }
     }
 
+    /// Rewrites the SLO gauges from the VirtualServers there are now, so a deleted one's
+    /// series go with it.
+    fn record_objectives<'a>(&self, all: impl IntoIterator<Item = &'a VirtualServer>) {
+        self.slo_objective.clear();
+        self.slo_threshold.clear();
+        for vs in all {
+            let namespace = vs.namespace().unwrap_or_default();
+            let virtualserver = vs.name_any();
+            let o = Slo::objectives(vs.spec.slo.as_ref());
+            for (slo, target) in [("availability", o.availability), ("latency", o.latency)] {
+                let labels = SloLabels {
+                    namespace: namespace.clone(),
+                    virtualserver: virtualserver.clone(),
+                    slo,
+                };
+                self.slo_objective.get_or_create(&labels).set(target);
+            }
+            let labels = ThresholdLabels {
+                namespace,
+                virtualserver,
+                le: le_label(o.latency_threshold_seconds),
+            };
+            self.slo_threshold
+                .get_or_create(&labels)
+                .set(o.latency_threshold_seconds);
+        }
+    }
+
     pub fn encode(&self) -> String {
         self.count_conditions();
+        if let Some(store) = self.store.get() {
+            self.record_objectives(store.state().iter().map(|vs| vs.as_ref()));
+        }
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &self.registry).expect("text encoding");
         out
@@ -153,5 +217,55 @@ mod tests {
             text.contains("skiff_operator_reconcile_duration_seconds_count 1"),
             "{text}"
         );
+    }
+
+    fn virtual_server(namespace: &str, name: &str, slo: serde_json::Value) -> VirtualServer {
+        let mut spec =
+            serde_json::json!({ "hosts": ["a.example"], "content": { "configMap": "site" } });
+        if !slo.is_null() {
+            spec["slo"] = slo;
+        }
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "skiff.dev/v1alpha1",
+            "kind": "VirtualServer",
+            "metadata": { "name": name, "namespace": namespace },
+            "spec": spec,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn exports_each_virtual_server_s_objectives_and_forgets_deleted_ones() {
+        use kube::runtime::{reflector::store::Writer, watcher::Event};
+        let m = Metrics::new();
+        let mut writer = Writer::<VirtualServer>::default();
+        m.watch(writer.as_reader());
+        let plain = virtual_server("web", "shop", serde_json::Value::Null);
+        let strict = virtual_server(
+            "web",
+            "docs",
+            serde_json::json!({
+                "availability": { "target": 0.9995 },
+                "latency": { "thresholdSeconds": 1, "target": 0.95 }
+            }),
+        );
+        writer.apply_watcher_event(&Event::Apply(plain.clone()));
+        writer.apply_watcher_event(&Event::Apply(strict));
+        let text = m.encode();
+        for line in [
+            "# TYPE skiff_operator_virtualserver_slo_objective gauge",
+            "skiff_operator_virtualserver_slo_objective{namespace=\"web\",virtualserver=\"shop\",slo=\"availability\"} 0.999\n",
+            "skiff_operator_virtualserver_slo_objective{namespace=\"web\",virtualserver=\"shop\",slo=\"latency\"} 0.99\n",
+            "skiff_operator_virtualserver_slo_latency_threshold_seconds{namespace=\"web\",virtualserver=\"shop\",le=\"0.25\"} 0.25\n",
+            "skiff_operator_virtualserver_slo_objective{namespace=\"web\",virtualserver=\"docs\",slo=\"availability\"} 0.9995\n",
+            "skiff_operator_virtualserver_slo_objective{namespace=\"web\",virtualserver=\"docs\",slo=\"latency\"} 0.95\n",
+            "skiff_operator_virtualserver_slo_latency_threshold_seconds{namespace=\"web\",virtualserver=\"docs\",le=\"1.0\"} 1.0\n",
+        ] {
+            assert!(text.contains(line), "missing {line:?} in\n{text}");
+        }
+        writer.apply_watcher_event(&Event::Delete(plain));
+        let text = m.encode();
+        assert!(!text.contains("virtualserver=\"shop\""), "{text}");
+        assert!(text.contains("virtualserver=\"docs\""), "{text}");
     }
 }

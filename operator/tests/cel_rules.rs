@@ -124,3 +124,22 @@ fn the_examples_pass_every_rule() {
         }
     }
 }
+
+#[test]
+fn slo_objectives_within_bounds_pass() {
+    let validator = Validator::new();
+    let schema = schema();
+    for slo in [
+        json!({ "availability": { "target": 0.999 }, "latency": { "thresholdSeconds": 0.25, "target": 0.99 } }),
+        json!({ "latency": { "thresholdSeconds": 1, "target": 0.9 } }),
+        json!({ "latency": { "thresholdSeconds": 0.0001, "target": 0.5 } }),
+        json!({ "availability": { "target": 0.5 } }),
+        json!({ "latency": { "thresholdSeconds": 10, "target": 0.999 } }),
+    ] {
+        let spec =
+            json!({ "hosts": ["a.example"], "content": { "configMap": "site" }, "slo": slo });
+        if let Err(e) = validator.validate(&schema, &object("slo", &spec), None) {
+            panic!("{slo} is refused: {e}");
+        }
+    }
+}

@@ -7,7 +7,7 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::Registry;
 use std::sync::Arc;
@@ -198,6 +198,11 @@ impl Metrics {
             "Configuration reloads by result: success, failure (old config kept), restart_required",
             config_reloads.clone(),
         );
+        // Every result from 0, so the first failure is an increase the alerts see (a series
+        // born at 1 shows none).
+        for result in ["success", "failure", "restart_required"] {
+            let _ = config_reloads.get_or_create(&ResultLabels { result });
+        }
         let config_last_success = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
         registry.register(
             "config_last_reload_success_timestamp_seconds",
@@ -406,8 +411,8 @@ impl PoolMetrics {
 }
 
 fn duration_histogram() -> Histogram {
-    // 50 µs .. ~6.5 s
-    Histogram::new(exponential_buckets(0.000_05, 2.0, 18))
+    // 100 µs .. 10 s in round steps: an SLO's latency threshold is one of them.
+    Histogram::new(skiff_config::DURATION_BUCKETS)
 }
 
 /// A worker's memo of metric handles, so the hot path does not hash label sets.
@@ -483,6 +488,49 @@ impl WorkerMetrics {
                 self.shared.cache_misses.inc();
             }
             None => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The bounds are the round numbers an SLO threshold is picked from, rendered as the
+    /// operator renders `skiff_operator_virtualserver_slo_latency_threshold_seconds{le}`
+    /// so recording rules can join on `le`.
+    #[test]
+    fn request_duration_buckets_are_the_round_slo_bounds() {
+        let m = Metrics::new();
+        m.request_duration
+            .get_or_create(&VhostLabels { vhost: "site" })
+            .observe(0.2);
+        let text = m.encode();
+        let les: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("skiff_http_request_duration_seconds_bucket{"))
+            .filter_map(|l| l.split("le=\"").nth(1)?.split('"').next())
+            .collect();
+        assert_eq!(
+            les,
+            [
+                "0.0001", "0.00025", "0.0005", "0.001", "0.0025", "0.005", "0.01", "0.025", "0.05",
+                "0.1", "0.25", "0.5", "1.0", "2.5", "5.0", "10.0", "+Inf"
+            ]
+        );
+        assert!(text.contains(
+            "skiff_http_request_duration_seconds_bucket{le=\"0.25\",vhost=\"site\"} 1\n"
+        ));
+        assert!(text
+            .contains("skiff_http_request_duration_seconds_bucket{le=\"0.1\",vhost=\"site\"} 0\n"));
+    }
+
+    #[test]
+    fn reload_counters_start_at_zero() {
+        let text = Metrics::new().encode();
+        for result in ["success", "failure", "restart_required"] {
+            let line = format!("skiff_config_reloads_total{{result=\"{result}\"}} 0\n");
+            assert!(text.contains(&line), "{line:?} missing from\n{text}");
         }
     }
 }

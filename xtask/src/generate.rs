@@ -1,4 +1,5 @@
-//! `cargo xtask generate`: the generated files, from the Rust types, as the tests that
+//! `cargo xtask generate`: the generated files, from the Rust types (and the Prometheus
+//! rules from their Python generator), as the tests that
 //! check them document (operator/tests/crd_is_current.rs, server/config/src/tests.rs,
 //! scripts/config-reference.py).
 
@@ -32,5 +33,25 @@ pub fn generate() -> Outcome {
     schema.env("SKIFF_BLESS", "1");
     run(schema)?;
     step("server/CONFIG.md: scripts/config-reference.py");
-    run(cmd("python3", ["scripts/config-reference.py"]))
+    run(cmd("python3", ["scripts/config-reference.py"]))?;
+    rules()
+}
+
+/// The Prometheus rules and their alert tests from dashboards/rules/generator/, and the
+/// chart's copy of the rules (`cargo xtask rules` checks all three are current).
+fn rules() -> Outcome {
+    use crate::rules::{CHART_COPY, GENERATED, RULES};
+    for (generator, file) in GENERATED {
+        step(format!("{file}: {generator}"));
+        let text = output(cmd("python3", [generator]))?;
+        std::fs::write(file, text).map_err(|e| {
+            eprintln!("xtask: cannot write {file}: {e}");
+            Failed(1)
+        })?;
+    }
+    step(format!("{CHART_COPY}: a copy of {RULES}"));
+    std::fs::copy(RULES, CHART_COPY).map(drop).map_err(|e| {
+        eprintln!("xtask: cannot copy {RULES} to {CHART_COPY}: {e}");
+        Failed(1)
+    })
 }

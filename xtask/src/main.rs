@@ -9,6 +9,7 @@ mod bench;
 mod cmd;
 mod generate;
 mod h2spec;
+mod rules;
 mod served;
 mod testssl;
 
@@ -24,6 +25,7 @@ const TARGETS: &[(&str, &str)] = &[
     ("integration", "integration (tests/) and doc tests of the workspace (not e2e), ignored tests included"),
     ("h2spec", "h2spec [--release] [--runs N]: HTTP/2 conformance (h2spec --strict, h2c and h2 over TLS) against skiff serve; every case must pass"),
     ("testssl", "testssl [--release]: testssl.sh against skiff serve's HTTPS listener, judged on the TLS policy (versions, suites, tickets, vulnerabilities)"),
+    ("rules", "the Prometheus rules (dashboards/rules/): generated files current, runbook links, promtool check and test rules, promtool check metrics on skiff serve and skiff-operator"),
     ("images", "build the skiff and skiff-operator images without Docker (images/build.sh) and check them"),
     ("chart", "the Helm chart: lint, schema, golden renderings (scripts/chart-check.sh [--bless])"),
     ("e2e", "the e2e suite on a real local Kubernetes cluster, brought up and torn down (e2e/run.sh)"),
@@ -115,6 +117,7 @@ fn main() -> ExitCode {
         "integration" => integration(),
         "h2spec" => h2spec::h2spec(rest, None),
         "testssl" => testssl::testssl(rest, None),
+        "rules" => rules::rules(rest, None),
         "images" => images(),
         "chart" => chart(rest),
         "e2e" => e2e(),
@@ -258,6 +261,7 @@ fn ci() -> Outcome {
     // (a broken build fails there first, with a clearer message), before the long steps.
     h2spec::h2spec(&[], Some(&log.0))?;
     testssl::testssl(&[], Some(&log.0))?;
+    rules::rules(&[], Some(&log.0))?;
     let seconds = std::env::var("SKIFF_FUZZ_SECONDS")
         .ok()
         .filter(|s| !s.is_empty());

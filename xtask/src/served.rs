@@ -22,11 +22,12 @@ pub enum KeyType {
     Rsa,
 }
 
-/// A running `skiff serve`: plain HTTP on `plain`, HTTPS on `tls`.
+/// A running `skiff serve`: plain HTTP on `plain`, HTTPS on `tls`, /metrics on `admin`.
 pub struct Served {
     child: Child,
     pub plain: SocketAddr,
     pub tls: SocketAddr,
+    pub admin: SocketAddr,
     log: PathBuf,
     _dir: TempDir,
 }
@@ -59,6 +60,7 @@ impl Served {
             .map_err(|e| fail("cannot create the log", e))?;
         let plain: SocketAddr = format!("127.0.0.1:{}", ports[0]).parse().expect("loopback");
         let tls: SocketAddr = format!("127.0.0.1:{}", ports[1]).parse().expect("loopback");
+        let admin: SocketAddr = format!("127.0.0.1:{}", ports[2]).parse().expect("loopback");
         let mut server = Command::new(&skiff);
         server
             .arg("serve")
@@ -69,7 +71,7 @@ impl Served {
             .arg(&cert)
             .arg("--tls-key")
             .arg(&key)
-            .args(["--admin-listen", &format!("127.0.0.1:{}", ports[2])])
+            .args(["--admin-listen", &admin.to_string()])
             .args(["--threads", "1", "--access-log", "off"])
             .stdin(Stdio::null())
             .stdout(log_file)
@@ -81,6 +83,7 @@ impl Served {
             child,
             plain,
             tls,
+            admin,
             log,
             _dir: dir,
         };
@@ -102,11 +105,11 @@ impl Served {
         }
     }
 
-    /// Waits until both listeners accept a connection, or the server exits, or
+    /// Waits until the three listeners accept a connection, or the server exits, or
     /// START_TIMEOUT.
     fn wait_listening(&mut self) -> Result<(), Failed> {
         let start = Instant::now();
-        for addr in [self.plain, self.tls] {
+        for addr in [self.plain, self.tls, self.admin] {
             loop {
                 if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
                     break;
@@ -263,7 +266,7 @@ impl Drop for TempDir {
 /// N distinct loopback ports nothing listens on now (all bound at once, so none repeats).
 /// Another process could take one before skiff binds it; skiff then fails to start and
 /// the target says so.
-fn free_ports<const N: usize>() -> io::Result<[u16; N]> {
+pub fn free_ports<const N: usize>() -> io::Result<[u16; N]> {
     let listeners = (0..N)
         .map(|_| TcpListener::bind("127.0.0.1:0"))
         .collect::<io::Result<Vec<_>>>()?;
@@ -277,7 +280,7 @@ fn free_ports<const N: usize>() -> io::Result<[u16; N]> {
 /// cargo's target directory as cargo itself resolves it (CARGO_TARGET_DIR, config files,
 /// CI's `target` symlink), from `cargo metadata`; xtask has no JSON parser, and the field
 /// is a plain string.
-fn target_dir() -> Result<PathBuf, Failed> {
+pub fn target_dir() -> Result<PathBuf, Failed> {
     let json = output(cmd(
         "cargo",
         ["metadata", "--format-version", "1", "--no-deps"],

@@ -382,7 +382,15 @@ fn the_service_monitor_scrapes_the_metrics_service() {
     );
     assert_eq!(
         sm["spec"]["endpoints"],
-        json!([{ "port": "admin", "path": "/metrics", "interval": "30s" }])
+        json!([{
+            "port": "admin", "path": "/metrics", "interval": "30s",
+            "relabelings": [{
+                "sourceLabels": ["__meta_kubernetes_service_label_app_kubernetes_io_instance"],
+                "targetLabel": "virtualserver",
+                "action": "replace"
+            }]
+        }]),
+        "every edge series is labelled with its VirtualServer's name"
     );
 }
 

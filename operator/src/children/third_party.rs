@@ -100,6 +100,19 @@ pub struct MonitorEndpoint {
     pub path: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interval: Option<String>,
+    /// Rewrites of the target's labels before the scrape.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub relabelings: Vec<Relabeling>,
+}
+
+/// One Prometheus `relabel_config` (the fields the operator writes).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Relabeling {
+    pub source_labels: Vec<String>,
+    pub target_label: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action: Option<String>,
 }
 
 /// A cert-manager Certificate for one certificate group: its hosts, from its issuer, into
@@ -183,7 +196,11 @@ impl IssuerSpec {
     }
 }
 
-/// A ServiceMonitor scraping the edge pods through [`super::metrics_service`].
+/// A ServiceMonitor scraping the edge pods through [`super::metrics_service`]. Every series
+/// gets the target labels `namespace` and `pod` (the Prometheus Operator's) and
+/// `virtualserver`, the VirtualServer's name, from the metrics Service's
+/// `app.kubernetes.io/instance` label: the label the recording rules, alerts and dashboards
+/// (`dashboards/`) group by.
 pub fn service_monitor(vs: &VirtualServer) -> ServiceMonitor {
     let match_labels = labels([
         ("app.kubernetes.io/instance", &vs.name_any()),
@@ -200,6 +217,13 @@ pub fn service_monitor(vs: &VirtualServer) -> ServiceMonitor {
                 port: "admin".into(),
                 path: Some("/metrics".into()),
                 interval: Some("30s".into()),
+                relabelings: vec![Relabeling {
+                    source_labels: vec![
+                        "__meta_kubernetes_service_label_app_kubernetes_io_instance".into(),
+                    ],
+                    target_label: "virtualserver".into(),
+                    action: Some("replace".into()),
+                }],
             }],
         },
     }

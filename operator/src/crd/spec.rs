@@ -3,6 +3,7 @@
 //! the status in `status.rs`.
 
 use super::rules::Rule;
+use super::slo::Slo;
 use super::status::VirtualServerStatus;
 use super::tls::Tls;
 use k8s_openapi::api::core::v1::ResourceRequirements;
@@ -111,6 +112,11 @@ pub struct VirtualServerSpec {
     /// The skiff image for the edge pods; the operator's default when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
+    /// Service level objectives (availability and latency), which the operator exports
+    /// for the SLO recording rules, alerts and dashboards; defaults when unset (99.9 % not
+    /// 5xx, 99 % under 0.25 s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slo: Option<Slo>,
 }
 
 /// Where the site's files come from. Exactly one of the fields is set.

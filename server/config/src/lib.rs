@@ -15,6 +15,16 @@ pub use shadow::{shadowed_rules, warnings, Shadowing};
 pub use template::{Piece, Template};
 pub use validate::{validate, Issue};
 
+/// The upper bounds (seconds) of skiff's request-duration histogram
+/// (`skiff_http_request_duration_seconds`, and `skiff_upstream_duration_seconds`): round
+/// numbers, so a VirtualServer's SLO latency threshold (`spec.slo.latency.thresholdSeconds`,
+/// which the operator checks against this list) is one of them and a rule can count the
+/// requests under it from one bucket.
+pub const DURATION_BUCKETS: [f64; 16] = [
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+    5.0, 10.0,
+];
+
 /// Why a configuration was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
