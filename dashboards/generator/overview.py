@@ -145,8 +145,8 @@ def build():
         ),
         timeseries(
             "Pods serving",
-            "Edge pods scraped (each exports skiff_build_info). The HPA's bounds need "
-            "kube-state-metrics, which Skiff does not require; see README.",
+            "Edge pods scraped (each exports skiff_build_info). The HPA's bounds are not "
+            "exported by Skiff yet (kube-state-metrics has them, but Skiff does not require it).",
             "short",
             [query(f"count by ({BY_VS}) (skiff_build_info{{{VS}}})", LEGEND_VS)],
             span=8,
