@@ -12,7 +12,8 @@ golden=$chart/tests/golden
 # The schema must refuse what the chart cannot honour.
 for bad in operator.logFormat=xml operator.image.pullPolicy=Sometimes operator.metricsPort=0 nonsense=1 \
   networkPolicy.enabled=maybe 'networkPolicy.metricsNamespaces={Not_A_Namespace}' \
-  'networkPolicy.metricsNamespaceSelector.team=a\,b' \
+  'networkPolicy.metricsNamespaceSelector.team=a\,b' dashboards.enabled=yes 'dashboards.label.name=not a label' \
+  dashboards.label.value=-1 dashboards.namespace=Monitoring \
   prometheusRule.enabled=maybe prometheusRule.forAll=soon prometheusRule.forOverrides.NoSuchAlert=1m \
   operator.monitor.enabled=maybe operator.monitor.interval=often prometheusRule.runbookBaseUrl=wiki; do
   if "$helm" template skiff "$chart" --set "$bad" >/dev/null 2>&1; then
@@ -22,7 +23,7 @@ for bad in operator.logFormat=xml operator.image.pullPolicy=Sometimes operator.m
 done
 render() { "$helm" template skiff "$chart" --namespace skiff "$@"; }
 status=0
-for case in default example monitoring; do
+for case in default example monitoring dashboards; do
   args=()
   # The example case also names metrics namespaces, to render the operator's flags.
   [ "$case" = example ] && args=(--set example.enabled=true --set crds.enabled=false
@@ -34,6 +35,10 @@ for case in default example monitoring; do
     --api-versions monitoring.coreos.com/v1/ServiceMonitor --set crds.enabled=false --set prometheusRule.forAll=30s
     --set prometheusRule.forOverrides.SkiffPoolSaturated=2m --set prometheusRule.labels.release=kps
     --set prometheusRule.runbookBaseUrl=https://wiki.example/skiff-runbooks)
+  # The dashboards case: every value of the `dashboards` block away from its default.
+  [ "$case" = dashboards ] && args=(--set dashboards.enabled=true --set dashboards.label.value=skiff
+    --set dashboards.annotations.grafana_folder=Skiff --set dashboards.namespace=monitoring
+    --set crds.enabled=false)
   if [ "${1:-}" = --bless ]; then
     render "${args[@]}" >"$golden/$case.yaml"
   elif ! diff -u "$golden/$case.yaml" <(render "${args[@]}"); then

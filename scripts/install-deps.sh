@@ -23,6 +23,8 @@ command -v uwsgi >/dev/null 2>&1 || need_apt+=(uwsgi)
 # TLS: openssl makes the conformance suites' certificates, testssl.sh scans the listener.
 command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
 command -v testssl >/dev/null 2>&1 || need_apt+=(testssl.sh)
+# The dashboard generator's venv (below) needs ensurepip, which Debian ships apart.
+/usr/bin/python3 -c 'import ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
 # Go builds h2spec below; the machine's /usr/local/go if there is one, else Debian's.
 command -v go >/dev/null 2>&1 || [ -x /usr/local/go/bin/go ] || need_apt+=(golang-go)
 fi
@@ -87,4 +89,21 @@ if [[ "${1:-}" != "--build" ]]; then
     rm -rf "$promtool_dir" && mv "$promtool_dir.tmp" "$promtool_dir"
   fi
   ln -sfn "$promtool_dir/promtool" /usr/local/bin/promtool
+fi
+# The Grafana dashboards' generator (dashboards/generator/) runs on the pinned
+# grafana-foundation-sdk in a venv of its own, named after the pin so a new pin gets a
+# fresh venv; generate.py finds it the same way.
+if [[ "${1:-}" != "--build" ]]; then
+  gfsdk_pin=$(grep -E '^grafana-foundation-sdk==' "$(dirname "$0")/../dashboards/generator/requirements.txt")
+  gfsdk_version=${gfsdk_pin#*==}
+  gfsdk_dir=${SKIFF_TOOLS_CACHE:-$HOME/.cache/skiff-tools}/grafana-foundation-sdk-${gfsdk_version/!/-}
+  if ! "$gfsdk_dir/bin/python" -c 'import importlib.metadata as m, sys; sys.exit(m.version("grafana-foundation-sdk") != sys.argv[1])' \
+      "$gfsdk_version" 2>/dev/null; then
+    echo "install-deps: pip install $gfsdk_pin (venv $gfsdk_dir)"
+    # A venv cannot be moved (its scripts name their path), so it is built in place; the
+    # version check above is what tells a finished one from a half-built one.
+    rm -rf "$gfsdk_dir"
+    python3 -m venv "$gfsdk_dir"
+    "$gfsdk_dir/bin/pip" install --quiet --disable-pip-version-check --no-cache-dir "$gfsdk_pin"
+  fi
 fi

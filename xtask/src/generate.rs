@@ -1,7 +1,8 @@
 //! `cargo xtask generate`: the generated files, from the Rust types (and the Prometheus
 //! rules from their Python generator), as the tests that
 //! check them document (operator/tests/crd_is_current.rs, server/config/src/tests.rs,
-//! scripts/config-reference.py).
+//! scripts/config-reference.py), and the Grafana dashboards from their generator
+//! (dashboards/generator/, checked by `cargo xtask check`).
 
 use crate::cmd::{cmd, output, run, step, Failed, Outcome};
 
@@ -34,6 +35,10 @@ pub fn generate() -> Outcome {
     run(schema)?;
     step("server/CONFIG.md: scripts/config-reference.py");
     run(cmd("python3", ["scripts/config-reference.py"]))?;
+    step(format!(
+        "the Grafana dashboards: {DASHBOARDS} > dashboards/*.json, charts/skiff/files/dashboards/"
+    ));
+    run(cmd("python3", [DASHBOARDS]))?;
     rules()
 }
 
@@ -54,4 +59,28 @@ fn rules() -> Outcome {
         eprintln!("xtask: cannot copy {RULES} to {CHART_COPY}: {e}");
         Failed(1)
     })
+}
+
+/// The dashboards' generator: it runs itself on the pinned grafana-foundation-sdk in the
+/// venv scripts/install-deps.sh makes, and writes both copies (helm reads only the chart's).
+pub const DASHBOARDS: &str = "dashboards/generator/generate.py";
+
+/// `cargo xtask check`: the committed dashboards are what the generator writes, and pass
+/// their structure tests (dashboards/generator/test_dashboards.py, standard library only).
+pub fn check_dashboards() -> Outcome {
+    step("dashboards are current, and their structure and queries check");
+    run(cmd("python3", [DASHBOARDS, "--check"]))?;
+    run(cmd(
+        "python3",
+        [
+            "-B",
+            "-m",
+            "unittest",
+            "discover",
+            "-s",
+            "dashboards/generator",
+            "-p",
+            "test_*.py",
+        ],
+    ))
 }

@@ -20,7 +20,7 @@ use cmd::{cmd, run, run_tee, step, Failed, Outcome};
 
 /// Every target, with its one-line description for `cargo xtask help`.
 const TARGETS: &[(&str, &str)] = &[
-    ("check", "formatting, generated docs, module cycles (if scripts/check-module-cycles.py exists), clippy"),
+    ("check", "formatting, generated docs and dashboards, module cycles (if scripts/check-module-cycles.py exists), clippy"),
     ("unit", "unit tests: the lib and bin targets of the workspace (not e2e), ignored tests included"),
     ("integration", "integration (tests/) and doc tests of the workspace (not e2e), ignored tests included"),
     ("h2spec", "h2spec [--release] [--runs N]: HTTP/2 conformance (h2spec --strict, h2c and h2 over TLS) against skiff serve; every case must pass"),
@@ -31,7 +31,7 @@ const TARGETS: &[(&str, &str)] = &[
     ("e2e", "the e2e suite on a real local Kubernetes cluster, brought up and torn down (e2e/run.sh)"),
     ("fuzz", "fuzz [SECONDS [TARGET...]]: every fuzz target for a bounded time (scripts/fuzz.sh, 15 s)"),
     ("bench", "bench [NAME [ARGS...]]: list the benchmarks, or run one (static, dynamic, ab, reload, attack, operator)"),
-    ("generate", "regenerate the CRD (crdgen), config.schema.json and server/CONFIG.md"),
+    ("generate", "regenerate the CRD (crdgen), config.schema.json, server/CONFIG.md and the Grafana dashboards"),
     ("ci", "what scripts/test.sh runs after installing deps: check, images, chart, tests, h2spec, testssl, fuzz, e2e"),
     ("help", "this list"),
 ];
@@ -147,6 +147,7 @@ fn check() -> Outcome {
     ))?;
     step("generated docs are current");
     run(cmd("python3", ["scripts/config-reference.py", "--check"]))?;
+    generate::check_dashboards()?;
     let cycles = "scripts/check-module-cycles.py";
     if Path::new(cycles).exists() {
         step("module cycles");
