@@ -32,7 +32,7 @@ const TARGETS: &[(&str, &str)] = &[
     ("fuzz", "fuzz [SECONDS [TARGET...]]: every fuzz target for a bounded time (scripts/fuzz.sh, 15 s)"),
     ("bench", "bench [NAME [ARGS...]]: list the benchmarks, or run one (static, dynamic, ab, reload, attack, operator)"),
     ("generate", "regenerate the CRD (crdgen), config.schema.json, server/CONFIG.md and the Grafana dashboards"),
-    ("ci", "what scripts/test.sh runs after installing deps: check, images, chart, tests, h2spec, testssl, fuzz, e2e"),
+    ("ci", "what scripts/test.sh runs after installing deps: check, images, chart, tests, h2spec, testssl, rules, fuzz, e2e"),
     ("help", "this list"),
 ];
 
