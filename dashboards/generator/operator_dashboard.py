@@ -36,14 +36,11 @@ def build():
             "short",
             [query('sum(skiff_operator_virtualservers{condition="Ready", status="True"})')],
         ),
-        # Only the leader runs the controller, so only its pod exports the
-        # VirtualServers-by-condition gauges: the pod that has them is the leader. (No
-        # dedicated leader metric exists yet.)
         table(
             "Leader",
-            "The replica that holds the leader Lease (the one exporting skiff_operator_virtualservers).",
+            "The replica that runs the controller (skiff_operator_leader is 1 on it, 0 on standbys).",
             "short",
-            [query("count by (namespace, pod) (skiff_operator_virtualservers)", instant=True)],
+            [query("max by (namespace, pod) (skiff_operator_leader) == 1", instant=True)],
             span=6,
             height=4,
         ),

@@ -144,11 +144,17 @@ def build():
             span=8,
         ),
         timeseries(
-            "Pods serving",
-            "Edge pods scraped (each exports skiff_build_info). The HPA's bounds are not "
-            "exported by Skiff yet (kube-state-metrics has them, but Skiff does not require it).",
+            "Pods serving, against the replica bounds",
+            "Edge pods scraped (each exports skiff_build_info), with the HPA's min and max "
+            "replicas (or spec.replicas without autoscaling) as the operator reports them.",
             "short",
-            [query(f"count by ({BY_VS}) (skiff_build_info{{{VS}}})", LEGEND_VS)],
+            [
+                query(f"count by ({BY_VS}) (skiff_build_info{{{VS}}})", f"pods {LEGEND_VS}"),
+                query(
+                    f"max by ({BY_VS}, bound) (skiff_operator_virtualserver_replicas{{{VS}}})",
+                    f"{{{{bound}}}} {LEGEND_VS}",
+                ),
+            ],
             span=8,
             min_val=0,
         ),

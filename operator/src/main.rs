@@ -107,7 +107,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     });
     let listener = tokio::net::TcpListener::bind(args.listen).await?;
     tracing::info!(listen = %args.listen, "skiff-operator started");
-    tokio::spawn(serve_admin(listener, metrics));
+    tokio::spawn(serve_admin(listener, metrics.clone()));
     let mut leadership = None;
     if args.leader_election {
         let identity = std::env::var("POD_NAME").unwrap_or_else(|_| {
@@ -135,6 +135,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             _ = tokio::signal::ctrl_c() => return Ok(()),
         }
     }
+    metrics.set_leader(true);
     skiff_operator::run(ctx).await;
     if let Some(leadership) = leadership {
         leadership.release().await;

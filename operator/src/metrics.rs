@@ -39,6 +39,13 @@ struct ThresholdLabels {
     le: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BoundLabels {
+    namespace: String,
+    virtualserver: String,
+    bound: &'static str,
+}
+
 type FloatGauge = Gauge<f64, std::sync::atomic::AtomicU64>;
 
 pub struct Metrics {
@@ -49,6 +56,8 @@ pub struct Metrics {
     by_condition: Family<ConditionLabels, Gauge>,
     slo_objective: Family<SloLabels, FloatGauge>,
     slo_threshold: Family<ThresholdLabels, FloatGauge>,
+    replica_bounds: Family<BoundLabels, Gauge>,
+    leader: Gauge,
     /// The controller's cache of VirtualServers, counted by condition at scrape time.
     store: OnceLock<Store<VirtualServer>>,
     streaks: Mutex<HashMap<String, u32>>,
@@ -95,6 +104,18 @@ impl Metrics {
             "Each VirtualServer's SLO latency threshold; le is the skiff_http_request_duration_seconds bucket bound it names",
             slo_threshold.clone(),
         );
+        let replica_bounds = Family::default();
+        registry.register(
+            "virtualserver_replicas",
+            "Each VirtualServer's edge replica bounds: bound=min and max from spec.autoscaling, or spec.replicas for both when autoscaling is off",
+            replica_bounds.clone(),
+        );
+        let leader = Gauge::default();
+        registry.register(
+            "leader",
+            "1 on the replica that runs the controller (it holds the leader Lease, or runs without election), 0 while it stands by",
+            leader.clone(),
+        );
         Metrics {
             registry,
             reconciliations,
@@ -103,6 +124,8 @@ impl Metrics {
             by_condition,
             slo_objective,
             slo_threshold,
+            replica_bounds,
+            leader,
             store: OnceLock::new(),
             streaks: Mutex::default(),
         }
@@ -131,6 +154,11 @@ impl Metrics {
         }
     }
 
+    /// Whether this replica runs the controller.
+    pub fn set_leader(&self, leading: bool) {
+        self.leader.set(i64::from(leading));
+    }
+
     pub fn watch(&self, store: Store<VirtualServer>) {
         let _ = self.store.set(store);
     }
@@ -152,14 +180,24 @@ impl Metrics {
         }
     }
 
-    /// Rewrites the SLO gauges from the VirtualServers there are now, so a deleted one's
-    /// series go with it.
+    /// Rewrites the per-VirtualServer gauges (SLO objectives, replica bounds) from the
+    /// VirtualServers there are now, so a deleted one's series go with it.
     fn record_objectives<'a>(&self, all: impl IntoIterator<Item = &'a VirtualServer>) {
         self.slo_objective.clear();
         self.slo_threshold.clear();
+        self.replica_bounds.clear();
         for vs in all {
             let namespace = vs.namespace().unwrap_or_default();
             let virtualserver = vs.name_any();
+            let (min, max) = vs.spec.replica_bounds();
+            for (bound, n) in [("min", min), ("max", max)] {
+                let labels = BoundLabels {
+                    namespace: namespace.clone(),
+                    virtualserver: virtualserver.clone(),
+                    bound,
+                };
+                self.replica_bounds.get_or_create(&labels).set(i64::from(n));
+            }
             let o = Slo::objectives(vs.spec.slo.as_ref());
             for (slo, target) in [("availability", o.availability), ("latency", o.latency)] {
                 let labels = SloLabels {
@@ -267,5 +305,36 @@ mod tests {
         let text = m.encode();
         assert!(!text.contains("virtualserver=\"shop\""), "{text}");
         assert!(text.contains("virtualserver=\"docs\""), "{text}");
+    }
+
+    #[test]
+    fn exports_replica_bounds_and_leadership() {
+        use kube::runtime::{reflector::store::Writer, watcher::Event};
+        let m = Metrics::new();
+        let mut writer = Writer::<VirtualServer>::default();
+        m.watch(writer.as_reader());
+        let mut scaled = virtual_server("web", "shop", serde_json::Value::Null);
+        scaled.spec.autoscaling =
+            serde_json::from_value(serde_json::json!({ "minReplicas": 2, "maxReplicas": 9 }))
+                .unwrap();
+        let mut fixed = virtual_server("web", "docs", serde_json::Value::Null);
+        fixed.spec.replicas = Some(3);
+        let default = virtual_server("web", "blog", serde_json::Value::Null);
+        for vs in [scaled, fixed, default] {
+            writer.apply_watcher_event(&Event::Apply(vs));
+        }
+        let text = m.encode();
+        assert!(text.contains("skiff_operator_leader 0\n"), "{text}");
+        for line in [
+            "skiff_operator_virtualserver_replicas{namespace=\"web\",virtualserver=\"shop\",bound=\"min\"} 2\n",
+            "skiff_operator_virtualserver_replicas{namespace=\"web\",virtualserver=\"shop\",bound=\"max\"} 9\n",
+            "skiff_operator_virtualserver_replicas{namespace=\"web\",virtualserver=\"docs\",bound=\"min\"} 3\n",
+            "skiff_operator_virtualserver_replicas{namespace=\"web\",virtualserver=\"docs\",bound=\"max\"} 3\n",
+            "skiff_operator_virtualserver_replicas{namespace=\"web\",virtualserver=\"blog\",bound=\"max\"} 2\n",
+        ] {
+            assert!(text.contains(line), "missing {line:?} in\n{text}");
+        }
+        m.set_leader(true);
+        assert!(m.encode().contains("skiff_operator_leader 1\n"));
     }
 }

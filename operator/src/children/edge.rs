@@ -244,7 +244,7 @@ pub fn deployment(vs: &VirtualServer) -> Deployment {
             replicas: spec
                 .autoscaling
                 .is_none()
-                .then(|| spec.replicas.unwrap_or(2)),
+                .then(|| spec.replicas.unwrap_or(crate::crd::DEFAULT_REPLICAS)),
             selector: match_labels(selector_labels(vs)),
             strategy: Some(surge_one_at_a_time()),
             template: PodTemplateSpec {

@@ -12,6 +12,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+/// Edge replicas when `replicas` is not set and autoscaling is off.
+pub const DEFAULT_REPLICAS: i32 = 2;
+
 /// A static site on an autoscaled farm of Skiff edge servers, with rules that route some
 /// paths to FastCGI, uWSGI, SCGI or HTTP backend pools.
 // clippy reads the repeated `type_ = ...` of the printcolumns as duplicated attributes.
@@ -313,4 +316,17 @@ fn default_service_type() -> String {
 
 fn default_http_port() -> u16 {
     80
+}
+
+impl VirtualServerSpec {
+    /// The edge farm's replica bounds (min, max): the HPA's, or `replicas` for both.
+    pub fn replica_bounds(&self) -> (i32, i32) {
+        match &self.autoscaling {
+            Some(a) => (a.min_replicas, a.max_replicas),
+            None => {
+                let n = self.replicas.unwrap_or(DEFAULT_REPLICAS);
+                (n, n)
+            }
+        }
+    }
 }
