@@ -7,7 +7,7 @@
 # Debian), so its `kubernetes_sd_configs` is "field not found". Instead Prometheus v3 is
 # built from the Go module proxy by the wrapper module e2e/tools/prometheus (module
 # version v0.316.0 = Prometheus v3.16.0), with `-tags remove_all_sd,enable_kubernetes_sd`
-# so only the Kubernetes discovery is compiled in. Cold: about 9 minutes on 2 cores; cached
+# so only the Kubernetes discovery is compiled in. Cold: about 4 minutes on 2 cores; cached
 # under $SKIFF_E2E_CACHE keyed by Go's version and a hash of the wrapper's files.
 set -euo pipefail
 E2E=$(cd "$(dirname "$0")/.." && pwd)
@@ -22,7 +22,7 @@ minor=${module_version#v0.}; patch=${minor#*.}; minor=${minor%%.*}
 version=3.$((10#${minor:1})).$patch
 out=$CACHE/prometheus-$version-$( (go env GOVERSION; cat "$dir"/go.mod "$dir"/go.sum "$dir"/*.go) | sha256sum | cut -c1-12)
 if [ ! -x "$out/prometheus" ]; then
-  echo "install-prometheus: building Prometheus $version with Kubernetes discovery only (cold: ~9 min on 2 cores)" >&2
+  echo "install-prometheus: building Prometheus $version with Kubernetes discovery only (cold: ~4 min on 2 cores)" >&2
   mkdir -p "$out.tmp"
   (cd "$dir" && CGO_ENABLED=0 go build -trimpath -tags remove_all_sd,enable_kubernetes_sd \
      -ldflags "-s -w -X github.com/prometheus/common/version.Version=$version -X github.com/prometheus/common/version.Branch=$module_version" \

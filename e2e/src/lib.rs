@@ -22,8 +22,8 @@ mod wait;
 
 pub use load::{Load, LoadReport};
 pub use release::{
-    helm, install_cert_manager_crds, install_third_party_crds, leader, leader_metrics, metric,
-    remove_crd, remove_third_party_crds, Release,
+    helm, helm_stdout, install_cert_manager_crds, install_third_party_crds, leader, leader_metrics,
+    metric, remove_crd, remove_third_party_crds, Release,
 };
 pub use virtual_server::{condition, wait_condition};
 pub use wait::{wait_for, wait_http, HttpResponse};

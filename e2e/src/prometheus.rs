@@ -13,7 +13,7 @@
 //!
 //! [`Prometheus::configure`] writes both into the state directory and reloads Prometheus.
 
-use crate::{helm, repo_root, state_dir};
+use crate::{helm_stdout, repo_root, state_dir};
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -208,7 +208,7 @@ pub fn chart_rules(kubeconfig: &Path, namespace: &str, sets: &[&str]) -> Value {
     for set in sets {
         args.extend(["--set", set]);
     }
-    let text = helm(kubeconfig, &args);
+    let text = helm_stdout(kubeconfig, &args);
     let rule: Value = serde_saphyr::from_str(&text)
         .unwrap_or_else(|e| panic!("helm template's PrometheusRule: {e}\n{text}"));
     assert_eq!(rule["kind"], "PrometheusRule", "{text}");
@@ -233,7 +233,7 @@ pub fn chart_operator_monitor(kubeconfig: &Path, namespace: &str, sets: &[&str])
     for set in sets {
         args.extend(["--set", set]);
     }
-    let text = helm(kubeconfig, &args);
+    let text = helm_stdout(kubeconfig, &args);
     serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("operator ServiceMonitor: {e}"))
 }
 
@@ -326,7 +326,9 @@ impl Prometheus {
     pub async fn query(&self, expr: &str) -> Result<Vec<Value>, String> {
         let data = self.api(&format!("query?query={}", encode(expr))).await?;
         match data["resultType"].as_str() {
-            Some("vector") | Some("matrix") => Ok(data["result"].as_array().cloned().unwrap_or_default()),
+            Some("vector") | Some("matrix") => {
+                Ok(data["result"].as_array().cloned().unwrap_or_default())
+            }
             Some(_) => Ok(vec![data["result"].clone()]),
             None => Err(format!("no resultType in {data}")),
         }
@@ -464,7 +466,17 @@ mod tests {
             .collect();
         assert_eq!(
             targets,
-            ["node", "pod", "namespace", "service", "pod", "container", "job", "endpoint", "virtualserver"]
+            [
+                "node",
+                "pod",
+                "namespace",
+                "service",
+                "pod",
+                "container",
+                "job",
+                "endpoint",
+                "virtualserver"
+            ]
         );
         // The monitor's own relabeling comes last, in Prometheus's spelling.
         assert_eq!(
@@ -491,14 +503,20 @@ mod tests {
 
     #[test]
     fn encodes_queries() {
-        assert_eq!(encode(r#"a{b=~"c.+"} [5m]"#), "a%7Bb%3D~%22c.%2B%22%7D%20%5B5m%5D");
+        assert_eq!(
+            encode(r#"a{b=~"c.+"} [5m]"#),
+            "a%7Bb%3D~%22c.%2B%22%7D%20%5B5m%5D"
+        );
     }
 
     /// The chart's own templates, rendered by the project's helm (install-tools.sh).
     fn helm_available() -> bool {
         let ok = crate::tool("helm").exists();
         if !ok {
-            eprintln!("SKIPPED: no helm at {} (e2e/scripts/install-tools.sh)", crate::tool("helm").display());
+            eprintln!(
+                "SKIPPED: no helm at {} (e2e/scripts/install-tools.sh)",
+                crate::tool("helm").display()
+            );
         }
         ok
     }
@@ -508,12 +526,19 @@ mod tests {
         if !helm_available() {
             return;
         }
-        let m = chart_operator_monitor(Path::new("/nonexistent"), "ops", &["operator.monitor.interval=5s"]);
+        let m = chart_operator_monitor(
+            Path::new("/nonexistent"),
+            "ops",
+            &["operator.monitor.interval=5s"],
+        );
         let c = &scrape_configs(&m, Path::new("/k"), None)[0];
         assert_eq!(c["job_name"], "serviceMonitor/ops/skiff-operator/0");
         assert_eq!(c["honor_labels"], true);
         assert_eq!(c["scrape_interval"], "5s");
-        assert_eq!(c["kubernetes_sd_configs"][0]["namespaces"]["names"], json!(["ops"]));
+        assert_eq!(
+            c["kubernetes_sd_configs"][0]["namespaces"]["names"],
+            json!(["ops"])
+        );
         let keep_port = c["relabel_configs"]
             .as_array()
             .unwrap()
@@ -528,9 +553,14 @@ mod tests {
         if !helm_available() {
             return;
         }
-        let rendered = chart_rules(Path::new("/nonexistent"), "ops", &["prometheusRule.forAll=20s"]);
+        let rendered = chart_rules(
+            Path::new("/nonexistent"),
+            "ops",
+            &["prometheusRule.forAll=20s"],
+        );
         let source: Value = serde_saphyr::from_str(
-            &std::fs::read_to_string(repo_root().join("dashboards/rules/skiff-rules.yaml")).unwrap(),
+            &std::fs::read_to_string(repo_root().join("dashboards/rules/skiff-rules.yaml"))
+                .unwrap(),
         )
         .unwrap();
         let rules = |v: &Value| -> Vec<Value> {
@@ -544,7 +574,10 @@ mod tests {
         let (got, want) = (rules(&rendered), rules(&source));
         assert_eq!(got.len(), want.len());
         for (g, w) in got.iter().zip(&want) {
-            assert_eq!(g["expr"], w["expr"], "the chart must not change an expression");
+            assert_eq!(
+                g["expr"], w["expr"],
+                "the chart must not change an expression"
+            );
             if g.get("alert").is_some() {
                 assert_eq!(g["for"], "20s", "{}", g["alert"]);
             }

@@ -139,7 +139,9 @@ pub fn dashboard_queries(file: &str, dashboard: &Value) -> Vec<Query> {
     }
     let mut panels = Vec::new();
     collect_panels(
-        dashboard["panels"].as_array().map_or(&[][..], Vec::as_slice),
+        dashboard["panels"]
+            .as_array()
+            .map_or(&[][..], Vec::as_slice),
         &mut panels,
     );
     for p in panels {
@@ -205,9 +207,33 @@ pub fn rule_queries(rules: &Value) -> Vec<Query> {
 /// and grouping lists, not followed by `(`): for telling an empty result that is
 /// legitimate from a misspelled name.
 pub fn metric_names(expr: &str) -> Vec<String> {
-    const KEYWORDS: [&str; 12] = [
-        "by", "without", "on", "ignoring", "group_left", "group_right", "and", "or", "unless",
-        "bool", "offset", "inf",
+    // Binary operators and modifiers, and the aggregations (which may be followed by
+    // `by (...)` rather than by their parenthesis).
+    const KEYWORDS: [&str; 24] = [
+        "by",
+        "without",
+        "on",
+        "ignoring",
+        "group_left",
+        "group_right",
+        "and",
+        "or",
+        "unless",
+        "bool",
+        "offset",
+        "inf",
+        "sum",
+        "min",
+        "max",
+        "avg",
+        "count",
+        "stddev",
+        "stdvar",
+        "topk",
+        "bottomk",
+        "quantile",
+        "count_values",
+        "group",
     ];
     let chars: Vec<char> = expr.chars().collect();
     let mut names = Vec::new();
@@ -241,7 +267,9 @@ pub fn metric_names(expr: &str) -> Vec<String> {
             after_grouping = false;
         } else if c.is_ascii_alphabetic() || c == '_' || c == ':' {
             let start = i;
-            while i < chars.len() && (chars[i].is_ascii_alphanumeric() || chars[i] == '_' || chars[i] == ':') {
+            while i < chars.len()
+                && (chars[i].is_ascii_alphanumeric() || chars[i] == '_' || chars[i] == ':')
+            {
                 i += 1;
             }
             let word: String = chars[start..i].iter().collect();
@@ -280,7 +308,11 @@ mod tests {
 
     #[test]
     fn substitutes_variables_but_not_regex_references() {
-        let vars = vec!["namespace".to_string(), "virtualserver".to_string(), "pool".to_string()];
+        let vars = vec![
+            "namespace".to_string(),
+            "virtualserver".to_string(),
+            "pool".to_string(),
+        ];
         assert_eq!(
             substitute(
                 r#"label_replace(rate(m{namespace=~"$namespace", virtualserver=~"${virtualserver}", pool=~"[[pool]]"}[$__rate_interval]), "class", "${1}xx", "code", "([1-5]).*")"#,
@@ -288,13 +320,19 @@ mod tests {
             ),
             r#"label_replace(rate(m{namespace=~".+", virtualserver=~".+", pool=~".+"}[1m]), "class", "${1}xx", "code", "([1-5]).*")"#
         );
-        assert_eq!(substitute("${pool:regex} $pools $__interval", &vars), ".+ $pools 30s");
+        assert_eq!(
+            substitute("${pool:regex} $pools $__interval", &vars),
+            ".+ $pools 30s"
+        );
     }
 
     #[test]
     fn turns_variable_queries_into_promql() {
         assert_eq!(
-            variable_query(r#"label_values(skiff_build_info{namespace=~"$namespace"}, virtualserver)"#).unwrap(),
+            variable_query(
+                r#"label_values(skiff_build_info{namespace=~"$namespace"}, virtualserver)"#
+            )
+            .unwrap(),
             r#"count by (virtualserver) (skiff_build_info{namespace=~"$namespace"})"#
         );
         assert_eq!(
@@ -338,7 +376,12 @@ mod tests {
                 );
             }
             assert!(!q.expr.contains("[["), "{}: {}", q.source, q.expr);
-            assert!(!metric_names(&q.expr).is_empty(), "{}: reads no metric: {}", q.source, q.expr);
+            assert!(
+                !metric_names(&q.expr).is_empty(),
+                "{}: reads no metric: {}",
+                q.source,
+                q.expr
+            );
         }
         assert!(queries.iter().any(|q| q.source.contains("variable pool")));
     }
@@ -346,14 +389,24 @@ mod tests {
     #[test]
     fn reads_every_rule_of_the_rule_file() {
         let rules: Value = serde_saphyr::from_str(
-            &std::fs::read_to_string(repo_root().join("dashboards/rules/skiff-rules.yaml")).unwrap(),
+            &std::fs::read_to_string(repo_root().join("dashboards/rules/skiff-rules.yaml"))
+                .unwrap(),
         )
         .unwrap();
         let queries = rule_queries(&rules);
-        assert!(queries.iter().any(|q| q.source == "alert SkiffAvailabilityBudgetBurn #3"));
-        assert!(queries.iter().any(|q| q.source == "record namespace_virtualserver:skiff_slo_errors:ratio_rate30d"));
+        assert!(queries
+            .iter()
+            .any(|q| q.source == "alert SkiffAvailabilityBudgetBurn #3"));
+        assert!(queries
+            .iter()
+            .any(|q| q.source == "record namespace_virtualserver:skiff_slo_errors:ratio_rate30d"));
         for q in &queries {
-            assert!(!metric_names(&q.expr).is_empty(), "{}: {}", q.source, q.expr);
+            assert!(
+                !metric_names(&q.expr).is_empty(),
+                "{}: {}",
+                q.source,
+                q.expr
+            );
         }
     }
 }

@@ -17,8 +17,8 @@ use serde_json::{json, Value};
 use skiff_e2e::prometheus::{chart_rules, scrape_configs, Prometheus};
 use skiff_e2e::queries::{all_dashboard_queries, metric_names, rule_queries, Query};
 use skiff_e2e::{
-    install_third_party_crds, repo_root, wait_condition, wait_for, wait_http, Load, Release,
-    PHP_FPM_IMAGE,
+    install_third_party_crds, remove_crd, repo_root, wait_condition, wait_for, wait_http, Load,
+    Release, PHP_FPM_IMAGE,
 };
 use skiff_operator::crd::VirtualServer;
 use std::collections::{BTreeMap, BTreeSet};
@@ -127,7 +127,7 @@ async fn every_dashboard_query_and_rule_has_data_and_alerts_fire() {
     // The ServiceMonitor CRD makes the chart create the operator's ServiceMonitor
     // (operator.monitor.enabled=auto) and the operator create one per VirtualServer.
     install_third_party_crds(&cluster).await;
-    let _release = Release::install(
+    let release = Release::install(
         &cluster,
         &ns,
         &["operator.replicas=1", "operator.monitor.interval=5s"],
@@ -174,7 +174,10 @@ async fn every_dashboard_query_and_rule_has_data_and_alerts_fire() {
     let mut address = BTreeMap::new();
     for name in ["site", "php", "broken"] {
         let vs = wait_condition(&ns, name, "Ready", "True").await;
-        address.insert(name, format!("http://{}", vs.status.unwrap().address.unwrap()));
+        address.insert(
+            name,
+            format!("http://{}", vs.status.unwrap().address.unwrap()),
+        );
     }
     wait_http(
         &format!("{}/index.php", address["php"]),
@@ -209,7 +212,11 @@ async fn every_dashboard_query_and_rule_has_data_and_alerts_fire() {
             let monitors = monitors.clone();
             async move {
                 let list = monitors.list(&ListParams::default()).await.ok()?;
-                let names: Vec<String> = list.items.iter().filter_map(|m| m.metadata.name.clone()).collect();
+                let names: Vec<String> = list
+                    .items
+                    .iter()
+                    .filter_map(|m| m.metadata.name.clone())
+                    .collect();
                 want_monitors
                     .iter()
                     .all(|w| names.iter().any(|n| n == w))
@@ -257,7 +264,10 @@ async fn every_dashboard_query_and_rule_has_data_and_alerts_fire() {
     // pool, while the site's config is hot-reloaded and the site scales up.
     let load_for = Duration::from_secs(90);
     let loads = [
-        ("site /", Load::start(&format!("{}/", address["site"]), load_for, 2)),
+        (
+            "site /",
+            Load::start(&format!("{}/", address["site"]), load_for, 2),
+        ),
         (
             "site /big.txt",
             Load::start(&format!("{}/big.txt", address["site"]), load_for, 1),
@@ -299,7 +309,10 @@ async fn every_dashboard_query_and_rule_has_data_and_alerts_fire() {
         );
         assert!(report.requests > 0, "{what}: no request got through");
         if what.starts_with("broken") {
-            assert!(report.bad_status > 0, "{what}: the down pool must answer 5xx");
+            assert!(
+                report.bad_status > 0,
+                "{what}: the down pool must answer 5xx"
+            );
         }
     }
     // The new pod is scraped too (the discovery follows the Endpoints).
@@ -333,7 +346,9 @@ async fn every_dashboard_query_and_rule_has_data_and_alerts_fire() {
                     pending_since.entry(i).or_insert_with(Instant::now);
                 }
                 Some("firing") => {
-                    let took = pending_since.get(&i).map_or(Duration::ZERO, Instant::elapsed);
+                    let took = pending_since
+                        .get(&i)
+                        .map_or(Duration::ZERO, Instant::elapsed);
                     fired.insert(i, took);
                 }
                 _ => {}
@@ -355,7 +370,10 @@ async fn every_dashboard_query_and_rule_has_data_and_alerts_fire() {
     }
     for (i, took) in &fired {
         let (name, labels) = &expected[*i];
-        eprintln!("firing: {name} {labels:?} ({}s after pending)", took.as_secs());
+        eprintln!(
+            "firing: {name} {labels:?} ({}s after pending)",
+            took.as_secs()
+        );
         // `for`, plus an evaluation interval (5 s) and this loop's polling.
         assert!(
             *took <= FOR + Duration::from_secs(12),
@@ -387,7 +405,9 @@ async fn every_dashboard_query_and_rule_has_data_and_alerts_fire() {
         .collect();
     let allowed = |q: &Query| {
         let text = format!("{} {}", q.source, q.expr);
-        MAY_BE_EMPTY.iter().find(|(needle, _)| text.contains(needle))
+        MAY_BE_EMPTY
+            .iter()
+            .find(|(needle, _)| text.contains(needle))
     };
     // Recording rules over long windows and their dependants fill within a few
     // evaluations: empty results are asked again for up to a minute.
@@ -462,4 +482,10 @@ async fn every_dashboard_query_and_rule_has_data_and_alerts_fire() {
         queries.len(),
         fired.len()
     );
+
+    // Prometheus back to no target and no rule, then the release and the ServiceMonitor
+    // CRD go, so the next tests see the cluster as `e2e/cluster up` leaves it.
+    prom.configure(&[], &json!({ "groups": [] })).await;
+    release.uninstall();
+    remove_crd(&cluster, "servicemonitors.monitoring.coreos.com").await;
 }
