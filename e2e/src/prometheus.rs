@@ -548,6 +548,80 @@ mod tests {
         assert_eq!(keep_port["regex"], "metrics");
     }
 
+    /// The real Prometheus (install-prometheus.sh's build) accepts the generated scrape
+    /// configs and the chart's rules: it is started on them and must become ready (a bad
+    /// config or rule file makes it exit at startup).
+    #[test]
+    fn prometheus_loads_the_generated_config_and_rules() {
+        let binary = crate::tool("prometheus");
+        if !binary.exists() || !helm_available() {
+            eprintln!(
+                "SKIPPED: no {} (e2e/scripts/install-tools.sh)",
+                binary.display()
+            );
+            return;
+        }
+        let dir = std::env::temp_dir().join(format!("skiff-prom-check-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("rules")).unwrap();
+        let kubeconfig = dir.join("kubeconfig");
+        std::fs::write(
+            &kubeconfig,
+            "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n\
+             users: [{name: u, user: {}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\n\
+             current-context: x\n",
+        )
+        .unwrap();
+        let operator = chart_operator_monitor(Path::new("/nonexistent"), "ops", &[]);
+        let mut configs = scrape_configs(&edge_monitor(), &kubeconfig, Some("5s"));
+        configs.extend(scrape_configs(&operator, &kubeconfig, Some("5s")));
+        let config = json!({
+            "global": { "scrape_interval": "5s", "evaluation_interval": "5s" },
+            "rule_files": ["rules/*.yaml"],
+            "scrape_configs": configs,
+        });
+        std::fs::write(dir.join("prometheus.yml"), config.to_string()).unwrap();
+        let rules = chart_rules(
+            Path::new("/nonexistent"),
+            "ops",
+            &["prometheusRule.forAll=20s"],
+        );
+        std::fs::write(dir.join("rules/skiff.yaml"), rules.to_string()).unwrap();
+        let log = std::fs::File::create(dir.join("log")).unwrap();
+        let mut child = std::process::Command::new(&binary)
+            .arg(format!(
+                "--config.file={}",
+                dir.join("prometheus.yml").display()
+            ))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join("data").display()
+            ))
+            .arg("--web.listen-address=127.0.0.1:0")
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("start prometheus");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let outcome = loop {
+            let text = std::fs::read_to_string(dir.join("log")).unwrap_or_default();
+            if let Some(status) = child.try_wait().unwrap() {
+                break Err(format!("prometheus exited ({status}):\n{text}"));
+            }
+            if text.contains("Server is ready to receive web requests") {
+                break Ok(text);
+            }
+            if Instant::now() >= deadline {
+                break Err(format!("prometheus not ready after 30 s:\n{text}"));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        let _ = child.kill();
+        let _ = child.wait();
+        let _ = std::fs::remove_dir_all(&dir);
+        let text = outcome.unwrap_or_else(|e| panic!("{e}"));
+        assert!(!text.contains("level=ERROR msg=\"Error loading"), "{text}");
+    }
+
     #[test]
     fn renders_the_charts_rules_with_short_fors_and_the_same_expressions() {
         if !helm_available() {
