@@ -552,7 +552,7 @@ mod tests {
     /// configs and the chart's rules: it is started on them and must become ready (a bad
     /// config or rule file makes it exit at startup).
     #[test]
-    fn prometheus_loads_the_generated_config_and_rules() {
+    fn prometheus_loads_the_generated_config_and_rules_and_parses_every_expression() {
         let binary = crate::tool("prometheus");
         if !binary.exists() || !helm_available() {
             eprintln!(
@@ -615,11 +615,52 @@ mod tests {
             }
             std::thread::sleep(Duration::from_millis(100));
         };
+        // Every expression the project ships must parse (there is no data here: the e2e
+        // test, tests/observability.rs, checks that they return some).
+        let parse_errors = outcome.as_ref().ok().map(|text| {
+            let port = text
+                .lines()
+                .filter(|l| l.contains("msg=\"Listening on\""))
+                .find_map(|l| {
+                    l.rsplit("address=127.0.0.1:")
+                        .next()?
+                        .trim()
+                        .parse::<u16>()
+                        .ok()
+                })
+                .expect("the port Prometheus listens on");
+            let http = reqwest::blocking::Client::new();
+            let mut queries =
+                crate::queries::all_dashboard_queries(&repo_root().join("dashboards"));
+            queries.extend(crate::queries::rule_queries(&rules));
+            let errors: Vec<String> = queries
+                .iter()
+                .filter_map(|q| {
+                    let url = format!(
+                        "http://127.0.0.1:{port}/api/v1/query?query={}",
+                        encode(&q.expr)
+                    );
+                    let body = http.get(url).send().and_then(|r| r.text()).unwrap();
+                    let v: Value = serde_json::from_str(&body).unwrap();
+                    (v["status"] != "success")
+                        .then(|| format!("{}: {}\n    {}", q.source, v["error"], q.expr))
+                })
+                .collect();
+            (queries.len(), errors)
+        });
         let _ = child.kill();
         let _ = child.wait();
         let _ = std::fs::remove_dir_all(&dir);
         let text = outcome.unwrap_or_else(|e| panic!("{e}"));
         assert!(!text.contains("level=ERROR msg=\"Error loading"), "{text}");
+        let (count, errors) = parse_errors.unwrap();
+        assert!(
+            errors.is_empty(),
+            "{} of {count} expressions do not parse:\n{}",
+            errors.len(),
+            errors.join("\n")
+        );
+        eprintln!("{count} expressions parse in Prometheus");
     }
 
     #[test]
