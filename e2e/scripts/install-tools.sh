@@ -5,7 +5,8 @@
 #     e2e/tools/k8s) with version ldflags, so `kubectl version` and helm's kubeVersion work;
 #   - metrics-server, helm, CoreDNS (go install) and the small CRI client used by teardown;
 #   - cert-manager's controller (wrapper module in e2e/tools/cert-manager) and the CRDs of
-#     cert-manager and the Prometheus Operator.
+#     cert-manager and the Prometheus Operator;
+#   - Prometheus v3 with only the Kubernetes service discovery (install-prometheus.sh).
 # Go outputs are cached under $SKIFF_E2E_CACHE (default ~/.cache/skiff-e2e), keyed by version
 # (cert-manager's also by a hash of its wrapper), so a second run takes seconds. Prints the
 # directory holding the binaries.
@@ -111,6 +112,9 @@ if [ ! -x "$cm_out/cert-manager-controller" ]; then
   rm -rf "$cm_out" && mv "$cm_out.tmp" "$cm_out"
 fi
 ln -sfn "$cm_out/cert-manager-controller" "$BIN/cert-manager-controller"
+
+# Prometheus, which scrapes the cluster through its Kubernetes service discovery.
+"$E2E/scripts/install-prometheus.sh" "$BIN"
 
 # The pause image's binary: static C, built once.
 if [ ! -x "$CACHE/pause/pause" ] || [ "$E2E/images/pause.c" -nt "$CACHE/pause/pause" ]; then

@@ -7,19 +7,23 @@
 //!   `None` and the test says it was skipped.
 //! - [`Cluster::namespace`] gives each test its own namespace, deleted when the test ends;
 //!   when the test fails, the namespace's objects, Events and pod logs are dumped first.
+//! - [`prometheus`] drives the cluster's Prometheus (ServiceMonitors translated into scrape
+//!   configs, the chart's rules) and [`queries`] lists every expression the project ships.
 //! - Helpers wait for conditions, reach Services from the host through their ClusterIP,
 //!   and run a bounded wrk load while something changes.
 
 mod dump;
 mod load;
+pub mod prometheus;
+pub mod queries;
 mod release;
 mod virtual_server;
 mod wait;
 
 pub use load::{Load, LoadReport};
 pub use release::{
-    helm, install_cert_manager_crds, install_third_party_crds, leader, leader_metrics, metric,
-    remove_crd, remove_third_party_crds, Release,
+    helm, helm_stdout, install_cert_manager_crds, install_third_party_crds, leader, leader_metrics,
+    metric, remove_crd, remove_third_party_crds, Release,
 };
 pub use virtual_server::{condition, wait_condition};
 pub use wait::{wait_for, wait_http, HttpResponse};

@@ -28,6 +28,19 @@ pub fn helm(kubeconfig: &Path, args: &[&str]) -> String {
     text
 }
 
+/// Runs the project's helm like [`helm`], returning its stdout only (for `helm template`,
+/// whose output is parsed: warnings on stderr stay out of it).
+pub fn helm_stdout(kubeconfig: &Path, args: &[&str]) -> String {
+    let out = helm_command(kubeconfig, args).output().expect("run helm");
+    assert!(
+        out.status.success(),
+        "helm {} failed:\n{}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 fn helm_command(kubeconfig: &Path, args: &[&str]) -> Command {
     let home = state_dir().join("helm");
     let mut cmd = Command::new(tool("helm"));

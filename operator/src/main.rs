@@ -144,6 +144,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
+/// The admin endpoint's content types.
+const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+const PLAIN: &str = "text/plain; charset=utf-8";
+
 async fn serve_admin(listener: tokio::net::TcpListener, metrics: Arc<Metrics>) {
     loop {
         let Ok((stream, _)) = listener.accept().await else {
@@ -154,14 +158,17 @@ async fn serve_admin(listener: tokio::net::TcpListener, metrics: Arc<Metrics>) {
             let service = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
                 let metrics = metrics.clone();
                 async move {
-                    let (status, body) = match req.uri().path() {
-                        "/metrics" => (200, metrics.encode()),
-                        "/healthz" | "/readyz" => (200, "ok\n".to_string()),
-                        _ => (404, "not found\n".to_string()),
+                    // prometheus-client writes OpenMetrics text; Prometheus 3 refuses a
+                    // scrape without a Content-Type ("non-compliant scrape target").
+                    let (status, content_type, body) = match req.uri().path() {
+                        "/metrics" => (200, OPENMETRICS, metrics.encode()),
+                        "/healthz" | "/readyz" => (200, PLAIN, "ok\n".to_string()),
+                        _ => (404, PLAIN, "not found\n".to_string()),
                     };
                     Ok::<_, Infallible>(
                         Response::builder()
                             .status(status)
+                            .header(hyper::header::CONTENT_TYPE, content_type)
                             .body(Full::new(Bytes::from(body)))
                             .unwrap(),
                     )
