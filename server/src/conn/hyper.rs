@@ -32,6 +32,8 @@ const GOAWAY_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The most of an unread request body the hyper path reads and drops before answering.
 const DRAIN_LIMIT: usize = 64 * 1024;
+/// An HTTP/2 stream's send buffer, and its file reads.
+const H2_STREAM_SEND_BUFFER: usize = 64 * 1024;
 
 /// Which HTTP hyper speaks on a connection: chosen by the h2c preface on plain
 /// connections, by ALPN on TLS ones (hyper-util's auto builder would sniff again).
@@ -96,6 +98,9 @@ where
                 .timer(TokioTimer::new())
                 .max_header_list_size(limits.max_header_bytes as u32)
                 .max_concurrent_streams(128)
+                // What a stream may have queued for sending beyond the peer's window: with
+                // h2's default (400 KiB), 100 streams of large files held 40 MB.
+                .max_send_buf_size(H2_STREAM_SEND_BUFFER)
                 // Liveness: a peer that stops answering PINGs is gone, whatever its streams.
                 .keep_alive_interval(Some(limits.send_timeout))
                 .keep_alive_timeout(limits.send_timeout)
@@ -158,6 +163,7 @@ async fn handle(
     let (peer, local_port) = (origin.peer, origin.local_port);
     let started = Instant::now();
     let (parts, body) = req.into_parts();
+    let h2 = parts.version == http::Version::HTTP_2;
     let meta = RequestMeta {
         remote,
         method: parts.method.clone(),
@@ -227,8 +233,13 @@ async fn handle(
         cache_hit: front::cache_outcome(&reply),
         pool: None,
     };
-    // HTTP/2 frames bodies itself; 256 KiB reads keep memory per stream modest.
-    let chunk = shared.settings.read_chunk_bytes.min(256 * 1024);
+    // HTTP/2 frames bodies itself; a read per send buffer keeps memory per stream
+    // bounded (HTTP/1.1 over TLS reads 256 KiB at a time).
+    let chunk = shared.settings.read_chunk_bytes.min(if h2 {
+        H2_STREAM_SEND_BUFFER
+    } else {
+        256 * 1024
+    });
     // A reply built in place has its head at once, as on the fast path.
     let head_ready = meta.started;
     into_response(reply, head_only, chunk)
