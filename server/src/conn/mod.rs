@@ -46,7 +46,9 @@ pub(crate) async fn serve(
             local_port,
             tls: None,
         };
-        hyper::serve(io, wire, origin, shared.clone()).await;
+        // Boxed, as the TLS path below: hyper's connection futures are kilobytes, and every
+        // connection's task would otherwise reserve them while it waits on the fast path.
+        Box::pin(hyper::serve(io, wire, origin, shared.clone())).await;
     }
 }
 
@@ -57,5 +59,32 @@ pub(crate) async fn serve_tls(
     local_port: u16,
     shared: &Arc<Shared>,
 ) {
-    tls::serve(stream, peer, local_port, shared).await;
+    Box::pin(tls::serve(stream, peer, local_port, shared)).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The size of the future an async fn taking these arguments returns.
+    fn future_size<A, B, C, D, F>(_f: impl Fn(A, B, C, D) -> F) -> usize {
+        std::mem::size_of::<F>()
+    }
+
+    /// A connection's task reserves its future's whole size for as long as it lives, idle
+    /// or not. The rare paths (TLS, hyper, pool requests, writers that must wait) are
+    /// boxed so that an idle keep-alive connection's task stays near 1 KiB (it was 9 KiB
+    /// before, the TLS path's size; BENCHMARKS.md, idle connections).
+    #[test]
+    fn connection_tasks_reserve_little_for_rare_paths() {
+        type Sh = &'static Arc<Shared>;
+        let plain = future_size(|s: TcpStream, p: SocketAddr, l: u16, sh: Sh| serve(s, p, l, sh));
+        let tls = future_size(|s: TcpStream, p: SocketAddr, l: u16, sh: Sh| serve_tls(s, p, l, sh));
+        // Debug builds, where tests run, lay futures out a little larger than release.
+        assert!(
+            plain <= 1280,
+            "a plain connection's future is {plain} bytes"
+        );
+        assert!(tls <= 128, "a TLS connection's future is {tls} bytes");
+    }
 }

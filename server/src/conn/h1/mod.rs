@@ -14,6 +14,7 @@
 
 mod backend;
 mod encode;
+mod idle;
 mod logged;
 mod output;
 mod socket;
@@ -30,9 +31,10 @@ use backend::{BackendJob, Link};
 use bytes::Bytes;
 use http::{Method, StatusCode};
 use logged::Logged;
-use output::{BodySpan, Output, MAX_QUEUED_BYTES};
+use output::{BodySpan, Output, Seg, MAX_QUEUED_BYTES};
 use skiff_http::h1_head::{self as parse, HeadLimits, Parsed, MAX_HEADERS};
 use socket::ReadResult;
+use std::cell::RefCell;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -83,6 +85,13 @@ struct Pending {
     body: BodySpan,
 }
 
+thread_local! {
+    static KEPT: RefCell<Vec<idle::Buffers<Seg, Pending>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// This worker's buffers for connections that are reading or writing.
+static BUFFERS: idle::Pool<Seg, Pending> = idle::Pool::new(&KEPT);
+
 struct Conn<'s> {
     stream: TcpStream,
     peer: SocketAddr,
@@ -93,6 +102,8 @@ struct Conn<'s> {
     shared: &'s Arc<Shared>,
     /// Set on a kTLS connection.
     tls: Option<TlsSession>,
+    /// The request buffer (`max_header_bytes + 1`); empty while the connection waits
+    /// with nothing buffered, when it and the output buffers are back in `BUFFERS`.
     buf: Vec<u8>,
     start: usize,
     end: usize,
@@ -114,12 +125,11 @@ pub(super) async fn serve(
     shared: &Arc<Shared>,
     tls: Option<OnTls>,
 ) -> Ended {
-    let limits = &shared.settings.limits;
     let (tls, records) = match tls {
         Some(t) => (Some(t.session), Some(t.records)),
         None => (None, None),
     };
-    let mut out = Output::with_capacity();
+    let mut out = Output::default();
     out.records = records;
     let mut conn = Conn {
         stream,
@@ -128,29 +138,35 @@ pub(super) async fn serve(
         remote: peer.ip().to_string(),
         shared,
         tls,
-        // One byte more than the limit, to tell "exactly at the limit" from "over it".
-        buf: vec![0u8; limits.max_header_bytes + 1],
+        // Taken from the pool at the first read.
+        buf: Vec::new(),
         start: 0,
         end: 0,
         out,
-        // One queued response per connection unless the client pipelines: an idle
-        // keep-alive connection holds this allocation (BENCHMARKS.md, idle connections).
-        pending: Vec::with_capacity(1),
+        pending: Vec::new(),
         read_chunk: Vec::new(),
         partial_since: None,
         last_active: Instant::now(),
         asked: false,
     };
-    match conn.run().await {
-        Ok(true) => {
-            let prefix = Bytes::copy_from_slice(&conn.buf[conn.start..conn.end]);
-            Ended::Handoff(conn.stream, prefix, conn.out.records)
-        }
-        Ok(false) => Ended::Closed,
+    let ended = conn.run().await;
+    let ended = match ended {
+        Ok(true) => Some(Bytes::copy_from_slice(&conn.buf[conn.start..conn.end])),
+        Ok(false) => None,
         Err(e) => {
             tracing::debug!(peer = %conn.peer, error = %e, "connection ended with an error");
-            Ended::Closed
+            None
         }
+    };
+    // Every way out of `run` flushed (and recorded) first: this only hands the pool
+    // empty buffers.
+    conn.pending.clear();
+    conn.out.clear();
+    conn.start = conn.end;
+    conn.rest();
+    match ended {
+        Some(prefix) => Ended::Handoff(conn.stream, prefix, conn.out.records),
+        None => Ended::Closed,
     }
 }
 
@@ -195,7 +211,9 @@ impl Conn<'_> {
                             remote: &self.remote,
                             buf: &self.buf,
                         };
-                        let (keep, ended) = backend::serve(link, client, *job).await;
+                        // Boxed: the pool exchange's future would otherwise make every
+                        // connection's task kilobytes larger, idle ones included.
+                        let (keep, ended) = Box::pin(backend::serve(link, client, *job)).await;
                         self.last_active = ended;
                         if !keep? {
                             return Ok(false);
@@ -210,7 +228,7 @@ impl Conn<'_> {
                         // Earlier pipelined responses go first; bcrypt runs on the
                         // verification pool while this connection (not the thread) waits.
                         self.flush().await?;
-                        let verdict = verification.run(&self.shared.metrics).await;
+                        let verdict = Box::pin(verification.run(&self.shared.metrics)).await;
                         verified = Some(Box::new((verdict, started)));
                     }
                     Step::Reject(status) => {
@@ -245,6 +263,9 @@ impl Conn<'_> {
                     ReadResult::Data => break,
                     ReadResult::Eof => return Ok(false),
                     ReadResult::WouldBlock => {}
+                }
+                if self.start == self.end {
+                    self.rest();
                 }
                 tokio::select! {
                     biased;
@@ -288,11 +309,40 @@ impl Conn<'_> {
         }
     }
 
+    /// Lends the buffers back to the worker while nothing is buffered: an idle
+    /// keep-alive connection then holds no buffer (BENCHMARKS.md, idle connections).
+    fn rest(&mut self) {
+        debug_assert!(self.start == self.end && self.pending.is_empty());
+        self.start = 0;
+        self.end = 0;
+        let (head, segs) = self.out.lend();
+        BUFFERS.give(idle::Buffers {
+            read: std::mem::take(&mut self.buf),
+            head,
+            segs,
+            pending: std::mem::take(&mut self.pending),
+        });
+        // The pread path's chunk is large and seldom used: freed, not pooled.
+        self.read_chunk = Vec::new();
+    }
+
+    /// Takes buffers from the worker's pool if the connection rests.
+    fn wake(&mut self) {
+        if self.buf.is_empty() {
+            // One byte more than the limit, to tell "exactly at the limit" from "over it".
+            let b = BUFFERS.take(self.shared.settings.limits.max_header_bytes + 1);
+            self.buf = b.read;
+            self.out.restore(b.head, b.segs);
+            self.pending = b.pending;
+        }
+    }
+
     /// Reads what the socket has into the buffer, compacting it first when full.
     fn read_some(&mut self) -> io::Result<ReadResult> {
         // Queued responses' logged fields point into the buffer: it moves only after they
         // are recorded. Checked in release builds too: it is one comparison per read.
         assert!(self.pending.is_empty(), "reading with responses unrecorded");
+        self.wake();
         if self.end == self.buf.len() {
             if self.start == 0 {
                 // Full buffer with no complete request: the parser reports 431/414.

@@ -85,12 +85,19 @@ pub(super) struct Output {
 }
 
 impl Output {
-    pub fn with_capacity() -> Output {
-        Output {
-            head: Vec::with_capacity(512),
-            segs: Vec::with_capacity(4),
-            ..Default::default()
-        }
+    /// Hands over the (empty) head buffer and segment list, for the worker's pool.
+    pub fn lend(&mut self) -> (Vec<u8>, Vec<Seg>) {
+        debug_assert!(self.segs.is_empty(), "lending a queue with output in it");
+        (
+            std::mem::take(&mut self.head),
+            std::mem::take(&mut self.segs),
+        )
+    }
+
+    /// Takes back a head buffer and segment list (empty) from the worker's pool.
+    pub fn restore(&mut self, head: Vec<u8>, segs: Vec<Seg>) {
+        self.head = head;
+        self.segs = segs;
     }
 
     fn push(&mut self, seg: Seg, counted: usize) {
@@ -189,7 +196,7 @@ impl Output {
     }
 
     /// Forgets the batch (after it was written or failed).
-    fn clear(&mut self) {
+    pub fn clear(&mut self) {
         self.segs.clear();
         self.head.clear();
         self.queued_bytes = 0;
@@ -199,14 +206,76 @@ impl Output {
     }
 
     /// Writes the batch and forgets it: runs of memory segments with writev, files with
-    /// sendfile or pread, paced bodies in timed chunks. One future, not one per layer:
-    /// this runs for every batch of responses.
+    /// sendfile or pread, paced bodies in timed chunks.
+    ///
+    /// The usual batch (heads and cached bodies that the socket takes at once) is written
+    /// without an await. Only a batch that must wait, or has file or paced bodies, runs
+    /// the boxed writer: a future held in place would make every connection's task,
+    /// idle ones included, that writer's size larger.
     pub async fn write_and_clear(
         &mut self,
         stream: &TcpStream,
         policy: FileSendPolicy,
         read_chunk: &mut Vec<u8>,
     ) -> Sent {
+        let result = match self.write_memory_now(stream) {
+            Ok(Some((i, skip))) => {
+                Box::pin(self.write_from(i, skip, stream, policy, read_chunk)).await
+            }
+            Ok(None) => Ok(()),
+            Err(e) => Err(e),
+        };
+        let sent = Sent {
+            written: self.written,
+            via_sendfile: self.via_sendfile,
+            result,
+        };
+        self.clear();
+        sent
+    }
+
+    /// Writes a batch of memory segments only, if the socket takes it now: `None` when
+    /// all is written, otherwise where `write_from` goes on (segment, bytes of it sent).
+    fn write_memory_now(&mut self, stream: &TcpStream) -> io::Result<Option<(usize, usize)>> {
+        if self.segs.is_empty() {
+            return Ok(None);
+        }
+        // kTLS counts records per write: its budget checks are the writer's.
+        if self.records.is_some() {
+            return Ok(Some((0, 0)));
+        }
+        let mut iov = [IoSlice::new(&[]); MAX_IOVECS];
+        let (n_iov, more_follows) = gather(&self.head, &self.segs, 0, 0, &mut iov);
+        if more_follows || n_iov < self.segs.len() {
+            return Ok(Some((0, 0)));
+        }
+        let len: usize = iov[..n_iov].iter().map(|s| s.len()).sum();
+        if len == 0 {
+            return Ok(None);
+        }
+        let iov = &iov[..n_iov];
+        match stream.try_io(Interest::WRITABLE, || {
+            rustix::io::writev(stream, iov).map_err(io::Error::from)
+        }) {
+            Ok(0) => Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => {
+                self.written += n as u64;
+                Ok((n < len).then(|| advance(&self.segs, 0, 0, n)))
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(Some((0, 0))),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Writes the batch from segment `i` (less its first `skip` bytes), waiting as needed.
+    async fn write_from(
+        &mut self,
+        mut i: usize,
+        mut skip: usize,
+        stream: &TcpStream,
+        policy: FileSendPolicy,
+        read_chunk: &mut Vec<u8>,
+    ) -> io::Result<()> {
         let Output {
             head,
             segs,
@@ -215,22 +284,21 @@ impl Output {
             records,
             ..
         } = self;
-        let mut i = 0;
-        let mut skip = 0usize; // bytes of segs[i] already written
-        let result = 'write: {
+        'write: {
             while i < segs.len() {
                 if let Seg::Paced(paced) = &segs[i] {
                     let (parts, throttle) = &**paced;
                     if !take_records(records, || paced_records(parts, throttle)) {
                         break 'write Err(RecordBudget::exhausted());
                     }
-                    let r = send_paced(
+                    // Boxed: paced bodies are rare, and their future is large.
+                    let r = Box::pin(send_paced(
                         stream,
                         parts,
                         throttle.clone(),
                         policy.send_timeout,
                         written,
-                    )
+                    ))
                     .await;
                     if let Err(e) = r {
                         break 'write Err(e);
@@ -252,74 +320,68 @@ impl Output {
                     i += 1;
                     continue;
                 }
-                // Gather a run of memory segments.
-                let mut iov: [IoSlice<'_>; MAX_IOVECS] = [IoSlice::new(&[]); MAX_IOVECS];
-                let mut n_iov = 0;
-                let mut j = i;
-                let mut more_follows = false;
-                while j < segs.len() && n_iov < MAX_IOVECS {
-                    let slice: &[u8] = match &segs[j] {
-                        Seg::Head(a, b) => &head[*a..*b],
-                        Seg::Mem(b) => b,
-                        Seg::File(_) | Seg::Paced(_) => {
-                            more_follows = true;
-                            break;
-                        }
-                    };
-                    let slice = if j == i { &slice[skip..] } else { slice };
-                    iov[n_iov] = IoSlice::new(slice);
-                    n_iov += 1;
-                    j += 1;
-                }
+                // A run of memory segments, gathered again on each try inside the write:
+                // an iovec array held across the await would sit in every connection's
+                // task, idle ones included.
+                let (len, more_follows) = {
+                    let mut iov = [IoSlice::new(&[]); MAX_IOVECS];
+                    let (n_iov, more) = gather(head, segs, i, skip, &mut iov);
+                    (
+                        iov[..n_iov].iter().map(|s| s.len() as u64).sum::<u64>(),
+                        more,
+                    )
+                };
                 if let Some(budget) = records {
-                    let len = iov[..n_iov].iter().map(|s| s.len() as u64).sum();
                     if !budget.allows(RecordBudget::bound(len, 1)) {
                         break 'write Err(RecordBudget::exhausted());
                     }
                 }
-                let n =
-                    match write_vectored(stream, &iov[..n_iov], more_follows, policy.send_timeout)
-                        .await
-                    {
-                        Ok(n) => n,
-                        Err(e) => break 'write Err(e),
-                    };
+                let run = Run {
+                    head,
+                    segs,
+                    from: i,
+                    skip,
+                };
+                let n = match write_vectored(stream, run, len, more_follows, policy.send_timeout)
+                    .await
+                {
+                    Ok(n) => n,
+                    Err(e) => break 'write Err(e),
+                };
                 *written += n as u64;
                 if let Some(budget) = records {
                     budget.wrote(n as u64);
                 }
-                // Advance over what was written.
-                let mut left = n;
-                while left > 0 {
-                    let len = segs[i].wire_len() as usize - skip;
-                    if left >= len {
-                        left -= len;
-                        i += 1;
-                        skip = 0;
-                    } else {
-                        skip += left;
-                        left = 0;
-                    }
-                }
-                // Skip empty memory segments (e.g. an empty body).
-                while i < segs.len()
-                    && !matches!(segs[i], Seg::File(_) | Seg::Paced(_))
-                    && segs[i].wire_len() as usize == skip
-                {
-                    i += 1;
-                    skip = 0;
-                }
+                (i, skip) = advance(segs, i, skip, n);
             }
             Ok(())
-        };
-        let sent = Sent {
-            written: *written,
-            via_sendfile: *via_sendfile,
-            result,
-        };
-        self.clear();
-        sent
+        }
     }
+}
+
+/// Where a batch goes on after `n` more bytes from segment `i` (less `skip` bytes) were
+/// written: past them, and past empty memory segments (e.g. an empty body).
+fn advance(segs: &[Seg], mut i: usize, mut skip: usize, n: usize) -> (usize, usize) {
+    let mut left = n;
+    while left > 0 {
+        let len = segs[i].wire_len() as usize - skip;
+        if left >= len {
+            left -= len;
+            i += 1;
+            skip = 0;
+        } else {
+            skip += left;
+            left = 0;
+        }
+    }
+    while i < segs.len()
+        && !matches!(segs[i], Seg::File(_) | Seg::Paced(_))
+        && segs[i].wire_len() as usize == skip
+    {
+        i += 1;
+        skip = 0;
+    }
+    (i, skip)
 }
 
 /// Takes `n()` records from a kTLS connection's budget (always true on other connections).
@@ -351,19 +413,57 @@ fn paced_records(parts: &[Part], throttle: &Throttle) -> u64 {
         .sum()
 }
 
+/// Up to `MAX_IOVECS` memory segments from `segs[from]` (less its first `skip` bytes),
+/// stopping at a file or paced body: the count, and whether such a body follows.
+fn gather<'a>(
+    head: &'a [u8],
+    segs: &'a [Seg],
+    from: usize,
+    skip: usize,
+    iov: &mut [IoSlice<'a>; MAX_IOVECS],
+) -> (usize, bool) {
+    let mut n_iov = 0;
+    for (j, seg) in segs.iter().enumerate().skip(from) {
+        if n_iov == MAX_IOVECS {
+            break;
+        }
+        let slice: &[u8] = match seg {
+            Seg::Head(a, b) => &head[*a..*b],
+            Seg::Mem(b) => b,
+            Seg::File(_) | Seg::Paced(_) => return (n_iov, true),
+        };
+        iov[n_iov] = IoSlice::new(if j == from { &slice[skip..] } else { slice });
+        n_iov += 1;
+    }
+    (n_iov, false)
+}
+
+/// The memory segments `write_vectored` sends, as `gather` finds them.
+struct Run<'a> {
+    head: &'a [u8],
+    segs: &'a [Seg],
+    from: usize,
+    skip: usize,
+}
+
 /// One writev (or sendmsg with MSG_MORE when a file body follows, so the head and the
-/// first file bytes share a packet), waiting for writability as needed.
+/// first file bytes share a packet) of a run of `len` bytes, waiting for writability as
+/// needed.
 async fn write_vectored(
     stream: &TcpStream,
-    iov: &[IoSlice<'_>],
+    run: Run<'_>,
+    len: u64,
     more_follows: bool,
     send_timeout: std::time::Duration,
 ) -> io::Result<usize> {
-    if iov.iter().all(|s| s.is_empty()) {
+    if len == 0 {
         return Ok(0);
     }
     loop {
         let r = stream.try_io(Interest::WRITABLE, || {
+            let mut iov = [IoSlice::new(&[]); MAX_IOVECS];
+            let (n_iov, _) = gather(run.head, run.segs, run.from, run.skip, &mut iov);
+            let iov = &iov[..n_iov];
             if more_follows {
                 rustix::net::sendmsg(
                     stream,
@@ -384,5 +484,88 @@ async fn write_vectored(
             }
             Err(e) => return Err(e),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+    use tokio::io::AsyncReadExt;
+
+    fn policy() -> FileSendPolicy {
+        FileSendPolicy {
+            sendfile_min_bytes: 1 << 20,
+            sendfile_max_bytes: 0,
+            sendfile_chunk_bytes: 1 << 20,
+            read_chunk_bytes: 64 << 10,
+            cork: false,
+            send_timeout: Duration::from_secs(10),
+        }
+    }
+
+    async fn pair() -> (TcpStream, TcpStream) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let (server, _) = listener.accept().await.unwrap();
+        (server, client)
+    }
+
+    /// A batch of memory segments larger than the socket takes at once: the first writev
+    /// is partial, and the boxed writer goes on from exactly where it stopped.
+    #[tokio::test]
+    async fn a_memory_batch_the_socket_takes_in_part_is_finished_byte_exact() {
+        let (server, mut client) = pair().await;
+        let _ = rustix::net::sockopt::set_socket_send_buffer_size(&server, 4096);
+        let mut out = Output::default();
+        let mut expected = Vec::new();
+        for k in 0..3u8 {
+            let from = out.head.len();
+            out.head
+                .extend_from_slice(format!("head {k}\r\n").as_bytes());
+            out.push_head_from(from);
+            expected.extend_from_slice(format!("head {k}\r\n").as_bytes());
+            let body: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8 ^ k).collect();
+            expected.extend_from_slice(&body);
+            out.push(Seg::Mem(Bytes::from(body)), 300_000);
+            // An empty body between, as a 304 or HEAD leaves.
+            out.push(Seg::Mem(Bytes::new()), 0);
+        }
+        let reader = tokio::spawn(async move {
+            // Let the writer fill the socket first.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let mut got = Vec::new();
+            client.read_to_end(&mut got).await.unwrap();
+            got
+        });
+        let mut chunk = Vec::new();
+        let sent = out.write_and_clear(&server, policy(), &mut chunk).await;
+        sent.result.unwrap();
+        assert_eq!(sent.written, expected.len() as u64);
+        assert!(
+            out.segs.is_empty() && out.head.is_empty(),
+            "the batch is cleared"
+        );
+        drop(server);
+        let got = reader.await.unwrap();
+        assert_eq!(got.len(), expected.len());
+        assert!(got == expected, "bytes differ");
+    }
+
+    #[test]
+    fn advance_steps_over_whole_and_partial_segments_and_empty_ones() {
+        let segs = vec![
+            Seg::Head(0, 10),
+            Seg::Mem(Bytes::from_static(b"abcde")),
+            Seg::Mem(Bytes::new()),
+            Seg::Mem(Bytes::from_static(b"xyz")),
+        ];
+        assert_eq!(advance(&segs, 0, 0, 4), (0, 4));
+        assert_eq!(advance(&segs, 0, 4, 6), (1, 0));
+        // Past the second segment, the empty third is skipped too.
+        assert_eq!(advance(&segs, 1, 0, 5), (3, 0));
+        assert_eq!(advance(&segs, 0, 0, 18), (4, 0));
     }
 }
