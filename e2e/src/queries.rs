@@ -195,9 +195,68 @@ pub fn rule_queries(rules: &Value) -> Vec<Query> {
                 let alert = r["alert"].as_str().expect("record or alert");
                 let n = seen.entry(alert.to_string()).or_default();
                 *n += 1;
+                // Not firing is the healthy answer: its comparisons made `bool` still
+                // return a sample for every series they compare.
+                out.push(Query {
+                    source: format!("alert {alert} #{n} (comparisons as bool)"),
+                    expr: unfiltered(&expr),
+                });
                 format!("alert {alert} #{n}")
             };
             out.push(Query { source, expr });
+        }
+    }
+    out
+}
+
+/// The expression with every comparison (`>`, `==`, ...) outside label matchers and
+/// strings turned into a `bool` comparison, which returns 0 or 1 for every series it
+/// compares instead of dropping those that fail: an alert that is not firing still
+/// shows that every metric and label it reads has data.
+pub fn unfiltered(expr: &str) -> String {
+    let chars: Vec<char> = expr.chars().collect();
+    let mut out = String::with_capacity(expr.len() + 16);
+    let (mut braces, mut quote) = (0usize, None::<char>);
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if let Some(q) = quote {
+            out.push(c);
+            if c == '\\' && i + 1 < chars.len() {
+                out.push(chars[i + 1]);
+                i += 1;
+            } else if c == q {
+                quote = None;
+            }
+            i += 1;
+            continue;
+        }
+        match c {
+            '"' | '\'' | '`' => quote = Some(c),
+            '{' => braces += 1,
+            '}' => braces = braces.saturating_sub(1),
+            _ => {}
+        }
+        let next = chars.get(i + 1).copied();
+        let op_len = match (c, next) {
+            _ if braces > 0 => 0,
+            ('=', Some('=')) | ('!', Some('=')) | ('>', Some('=')) | ('<', Some('=')) => 2,
+            ('>', _) | ('<', _) => 1,
+            _ => 0,
+        };
+        if op_len == 0 {
+            out.push(c);
+            i += 1;
+            continue;
+        }
+        out.extend(&chars[i..i + op_len]);
+        i += op_len;
+        let rest: String = chars[i..].iter().collect();
+        let already = rest.trim_start().strip_prefix("bool").is_some_and(|r| {
+            !r.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_' || c == ':')
+        });
+        if !already {
+            out.push_str(" bool");
         }
     }
     out
@@ -303,6 +362,31 @@ pub fn metric_names(expr: &str) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn unfiltered_makes_comparisons_bool_but_not_matchers_or_strings() {
+        use super::unfiltered;
+        assert_eq!(
+            unfiltered(r#"sum(x{code=~"5..",a!="b"}) > 0"#),
+            r#"sum(x{code=~"5..",a!="b"}) > bool 0"#
+        );
+        assert_eq!(
+            unfiltered("a > on (ns) group_left () (14.4 * b) and on (ns) c >= 1"),
+            "a > bool on (ns) group_left () (14.4 * b) and on (ns) c >= bool 1"
+        );
+        assert_eq!(unfiltered("x == 0"), "x == bool 0");
+        assert_eq!(unfiltered("x != bool 0"), "x != bool 0");
+        assert_eq!(
+            unfiltered("x - time() < 14 * 86400"),
+            "x - time() < bool 14 * 86400"
+        );
+        assert_eq!(
+            unfiltered(r#"label_replace(x, "a", ">$1", "b", "(.*)")"#),
+            r#"label_replace(x, "a", ">$1", "b", "(.*)")"#
+        );
+        // A metric whose name starts with "bool" is not the modifier.
+        assert_eq!(unfiltered("x > boolean_metric"), "x > bool boolean_metric");
+    }
+
     use super::*;
     use crate::repo_root;
 

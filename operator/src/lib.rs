@@ -29,6 +29,9 @@ pub enum Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
+    /// Every `reason`, so the error counters start at 0 for each.
+    pub const REASONS: [&'static str; 4] = ["conflict", "api", "transport", "invalid"];
+
     /// A bounded label for the error metric.
     pub fn reason(&self) -> &'static str {
         match self {

@@ -80,6 +80,10 @@ impl Metrics {
             "Reconciles that failed, by reason",
             errors.clone(),
         );
+        // At 0 from the start, so rates and the failing-reconcile alert read 0, not "no data".
+        for reason in crate::Error::REASONS {
+            let _ = errors.get_or_create(&ReasonLabels { reason });
+        }
         let duration = Histogram::new([0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0]);
         registry.register(
             "reconcile_duration_seconds",
@@ -251,6 +255,11 @@ mod tests {
             text.contains("skiff_operator_reconcile_errors_total{reason=\"conflict\"} 1"),
             "{text}"
         );
+        // The other reasons are there from the start, at 0.
+        for reason in ["api", "transport", "invalid"] {
+            let line = format!("skiff_operator_reconcile_errors_total{{reason=\"{reason}\"}} 0");
+            assert!(text.contains(&line), "{line} missing from {text}");
+        }
         assert!(
             text.contains("skiff_operator_reconcile_duration_seconds_count 1"),
             "{text}"

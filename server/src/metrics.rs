@@ -237,7 +237,7 @@ impl Metrics {
         let upstream_failures = Family::<PoolReasonLabels, Counter>::default();
         registry.register(
             "upstream_failures",
-            "Backend failures by reason: connect, timeout, protocol, io, queue_full, body_too_large",
+            "Backend failures by reason: connect, timeout, protocol, io, stale, no_script, client_timeout, body_too_large, client_body, queue_full (every reason starts at 0 for each pool)",
             upstream_failures.clone(),
         );
         let upstream_endpoints = Family::<PoolStateLabels, Gauge>::default();
@@ -346,8 +346,14 @@ impl Metrics {
             .inc();
     }
 
-    /// The handles a pool's requests update, looked up once.
+    /// The handles a pool's requests update, looked up once. Its failure counters start at
+    /// 0 for every reason, so that rates and alerts read 0, not "no data", until one fails.
     pub fn pool(&self, pool: &'static str) -> PoolMetrics {
+        for &reason in UPSTREAM_FAILURE_REASONS {
+            let _ = self
+                .upstream_failures
+                .get_or_create(&PoolReasonLabels { pool, reason });
+        }
         let phase = |phase| {
             self.upstream_duration
                 .get_or_create(&PoolPhaseLabels { pool, phase })
@@ -373,6 +379,20 @@ impl Metrics {
         out
     }
 }
+
+/// Every `reason` of `skiff_upstream_failures_total`.
+pub const UPSTREAM_FAILURE_REASONS: &[&str] = &[
+    "connect",
+    "timeout",
+    "protocol",
+    "io",
+    "stale",
+    "no_script",
+    "client_timeout",
+    "body_too_large",
+    "client_body",
+    "queue_full",
+];
 
 /// One pool's metric handles, so its requests do not hash label sets (SipHash, under the
 /// family's lock) several times each.
@@ -530,6 +550,18 @@ mod tests {
         let text = Metrics::new().encode();
         for result in ["success", "failure", "restart_required"] {
             let line = format!("skiff_config_reloads_total{{result=\"{result}\"}} 0\n");
+            assert!(text.contains(&line), "{line:?} missing from\n{text}");
+        }
+    }
+
+    #[test]
+    fn a_pools_failure_counters_start_at_zero_for_every_reason() {
+        let m = Metrics::new();
+        let _pool = m.pool("php");
+        let text = m.encode();
+        for reason in UPSTREAM_FAILURE_REASONS {
+            let line =
+                format!("skiff_upstream_failures_total{{pool=\"php\",reason=\"{reason}\"}} 0\n");
             assert!(text.contains(&line), "{line:?} missing from\n{text}");
         }
     }

@@ -88,3 +88,32 @@ pub(super) async fn within<T>(
         Err(_) => Err(Failure::Timeout),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::UPSTREAM_FAILURE_REASONS;
+
+    /// The reasons a pool's counters start at 0 with cover every failure.
+    #[test]
+    fn every_failure_reason_is_one_the_metrics_start_at_zero() {
+        let failures = [
+            Failure::Connect(io::Error::other("refused")),
+            Failure::Timeout,
+            Failure::Protocol("bad".into()),
+            Failure::Io(io::Error::other("reset")),
+            Failure::Stale,
+            Failure::NoScript("/x.php".into()),
+            Failure::Client(ClientBodyError::Timeout),
+            Failure::Client(ClientBodyError::TooLarge(1)),
+            Failure::Client(ClientBodyError::Io("gone".into())),
+        ];
+        for f in &failures {
+            assert!(
+                UPSTREAM_FAILURE_REASONS.contains(&f.reason()),
+                "{} is not in UPSTREAM_FAILURE_REASONS",
+                f.reason()
+            );
+        }
+    }
+}
