@@ -7,6 +7,7 @@ pub mod conditional;
 pub mod date;
 pub mod encoding;
 pub mod h1_head;
+pub mod h2;
 pub mod host;
 pub mod path;
 pub mod range;
