@@ -5,6 +5,7 @@
 //! buffer with one write. Nothing here touches a socket or a clock.
 
 pub mod frame;
+pub mod hpack;
 
 use std::fmt;
 
