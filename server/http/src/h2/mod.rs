@@ -4,8 +4,11 @@
 //! answers with `send_response`/`send_data`, and writes what `poll_transmit` put in its
 //! buffer with one write. Nothing here touches a socket or a clock.
 
+pub mod conn;
 pub mod frame;
 pub mod hpack;
+mod request;
+mod stream;
 
 use std::fmt;
 

@@ -43,6 +43,12 @@ impl Decoder {
         }
     }
 
+    /// A new SETTINGS_HEADER_TABLE_SIZE of ours, once acknowledged: bounds later size
+    /// updates (the peer shrinks the table itself, with one).
+    pub fn set_max_size(&mut self, max_size: usize) {
+        self.max_size = max_size;
+    }
+
     pub fn table_size(&self) -> usize {
         self.table.size()
     }

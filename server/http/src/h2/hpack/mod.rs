@@ -14,6 +14,7 @@ pub mod huffman;
 pub mod table;
 
 pub use decoder::{Decoded, Decoder};
+pub(crate) use encoder::is_connection_specific;
 pub use encoder::{Encoder, Indexing};
 
 /// Why a header block was rejected; each is a COMPRESSION_ERROR on the connection
