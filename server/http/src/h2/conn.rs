@@ -422,6 +422,12 @@ impl Connection {
             || (self.going_away.is_some() && self.streams.len() == 0)
     }
 
+    /// Whether the peer acknowledged our SETTINGS; a driver that waits too long for it
+    /// may `go_away(Reason::SETTINGS_TIMEOUT)` (RFC 9113 §6.5.3): there is no clock here.
+    pub fn settings_acked(&self) -> bool {
+        self.settings_unacked == 0
+    }
+
     /// Open or half-closed streams.
     pub fn active_streams(&self) -> usize {
         self.streams.len()

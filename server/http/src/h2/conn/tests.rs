@@ -51,9 +51,11 @@ impl Peer {
             out.last().unwrap().frame(),
             Frame::Settings { ack: true, .. }
         ));
+        assert!(!p.conn.settings_acked());
         let mut ack = Vec::new();
         frame::encode_settings_ack(&mut ack);
         p.feed(&ack).unwrap();
+        assert!(p.conn.settings_acked());
         assert!(matches!(p.conn.poll_event(), Some(Event::SettingsAcked)));
         p
     }
