@@ -1,0 +1,155 @@
+//! What leaves: response HEADERS encoded in order, DATA cut from the stream queues as
+//! the windows allow, into the driver's one buffer per batch.
+
+use super::{Connection, State};
+use crate::h2::frame::{self, Head, HEADER_LEN};
+use crate::h2::{Reason, StreamId};
+use http::{HeaderMap, StatusCode};
+
+impl Connection {
+    /// Appends what is ready to send to `out`: control frames and HEADERS in order, then
+    /// DATA round-robin over the streams as windows and the peer's frame size allow, until
+    /// `out` holds about `max` bytes. Write it all with one write.
+    pub fn poll_transmit(&mut self, out: &mut Vec<u8>, max: usize) {
+        self.take_pending(out);
+        if matches!(self.state, State::Failed(_)) {
+            return;
+        }
+        let mut finished = Vec::new();
+        let mut progress = true;
+        while progress {
+            progress = false;
+            let n = self.streams.len();
+            for k in 0..n {
+                // Room for a frame worth its header, or stop: tiny frames cost the peer more.
+                let room = max.saturating_sub(out.len() + HEADER_LEN);
+                if room < 512.min(max / 2) {
+                    progress = false;
+                    break;
+                }
+                let s = self.streams.at((self.next_stream + k) % n);
+                if !s.has_output() {
+                    continue;
+                }
+                let len = (s.queued as i64)
+                    .min(self.send_window)
+                    .min(s.send_window)
+                    .min(self.peer_max_frame as i64)
+                    .min(room as i64)
+                    .max(0) as usize;
+                let last = s.end_queued && len == s.queued;
+                if len == 0 && !last {
+                    continue;
+                }
+                frame::encode_data_head(out, s.id, len, last);
+                s.take(len, out);
+                s.send_window -= len as i64;
+                self.send_window -= len as i64;
+                progress = true;
+                if last {
+                    s.send_closed = true;
+                    finished.push(s.id);
+                }
+            }
+        }
+        // The next batch starts one stream further on; within a batch the order holds, so
+        // streams alternate frame by frame.
+        self.next_stream = self.next_stream.wrapping_add(1);
+        for id in finished {
+            self.send_closed(id);
+        }
+        self.take_pending(out);
+    }
+
+    /// Data is queued but no window lets any of it out: the driver's send timeout
+    /// should run (a peer that never opens its window holds the stream forever).
+    pub fn send_blocked(&self) -> bool {
+        self.pending.is_empty()
+            && self.streams.iter().any(|s| s.has_output() && s.queued > 0)
+            && !self.streams.iter().any(|s| {
+                s.has_output() && (s.queued == 0 || (s.send_window > 0 && self.send_window > 0))
+            })
+    }
+
+    /// Something is ready for `poll_transmit`.
+    pub fn wants_write(&self) -> bool {
+        !self.pending.is_empty()
+            || (!matches!(self.state, State::Failed(_))
+                && self.streams.iter().any(|s| {
+                    s.has_output() && (s.queued == 0 || (s.send_window > 0 && self.send_window > 0))
+                }))
+    }
+
+    /// Encodes the block straight after a placeholder frame header, fixed up once its
+    /// length is known: no buffer per response unless CONTINUATIONs are needed.
+    pub(super) fn write_headers(
+        &mut self,
+        stream: StreamId,
+        status: StatusCode,
+        headers: &HeaderMap,
+        end_stream: bool,
+    ) {
+        let start = self.pending.len();
+        self.pending.extend_from_slice(&[0; HEADER_LEN]);
+        self.encoder.response(&mut self.pending, status, headers);
+        let len = self.pending.len() - start - HEADER_LEN;
+        if len <= self.peer_max_frame as usize {
+            let mut flags = frame::FLAG_END_HEADERS;
+            if end_stream {
+                flags |= frame::FLAG_END_STREAM;
+            }
+            let mut head = Vec::with_capacity(HEADER_LEN);
+            Head {
+                len: len as u32,
+                kind: frame::HEADERS,
+                flags,
+                stream,
+            }
+            .encode(&mut head);
+            self.pending[start..start + HEADER_LEN].copy_from_slice(&head);
+        } else {
+            let block = self.pending.split_off(start + HEADER_LEN);
+            self.pending.truncate(start);
+            frame::encode_headers(
+                &mut self.pending,
+                stream,
+                &block,
+                end_stream,
+                self.peer_max_frame as usize,
+            );
+        }
+    }
+
+    /// END_STREAM is in the output. A finished request closes the stream; one still
+    /// sending its body is told to stop without error (§8.1).
+    pub(super) fn send_closed(&mut self, id: StreamId) {
+        let Some(s) = self.streams.get(id) else {
+            return;
+        };
+        s.send_closed = true;
+        if s.recv_closed {
+            self.streams.remove(id);
+            self.remember(id, false);
+            self.reset_budget = (self.reset_budget + 1).min(self.config.reset_budget as i64);
+        } else {
+            self.streams.remove(id);
+            frame::encode_rst_stream(&mut self.pending, id, Reason::NO_ERROR);
+            self.remember(id, true);
+        }
+        self.streams.shrink_if_empty();
+    }
+
+    fn take_pending(&mut self, out: &mut Vec<u8>) {
+        if self.pending.is_empty() {
+            return;
+        }
+        if out.is_empty() && out.capacity() == 0 {
+            std::mem::swap(out, &mut self.pending);
+        } else {
+            out.extend_from_slice(&self.pending);
+            // No buffer is kept while there is nothing to send.
+            self.pending = Vec::new();
+        }
+        self.control_queued = 0;
+    }
+}
