@@ -12,6 +12,7 @@
 //! - Helpers wait for conditions, reach Services from the host through their ClusterIP,
 //!   and run a bounded wrk load while something changes.
 
+pub mod certs;
 mod dump;
 mod load;
 pub mod prometheus;

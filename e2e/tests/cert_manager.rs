@@ -26,12 +26,12 @@ use kube::api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind, List
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
 use serde_json::{json, Value};
+use skiff_e2e::certs::{openssl, self_signed, tls_secret};
 use skiff_e2e::{
     condition, install_cert_manager_crds, wait_condition, wait_for, Cluster, Release,
     TestNamespace, FIELD_MANAGER,
 };
 use skiff_operator::crd::VirtualServer;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -180,26 +180,6 @@ impl Drop for CaIssuers {
         });
         let _ = worker.join();
     }
-}
-
-/// Runs openssl with `stdin`, returning its stdout; panics with its stderr on failure.
-fn openssl(args: &[&str], stdin: &[u8]) -> String {
-    let mut child = Command::new("openssl")
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run openssl");
-    child.stdin.take().unwrap().write_all(stdin).unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "openssl {}: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// A certificate's serial number as openssl prints it (hex, upper case).
@@ -603,55 +583,6 @@ async fn virtual_server_serves_the_issued_certificate_over_https() {
     release.uninstall();
 }
 
-/// A self-signed certificate for HOST and its key (PEM), made by openssl.
-fn self_signed(dir: &Path, name: &str) -> (Vec<u8>, Vec<u8>) {
-    let (crt, key) = (
-        dir.join(format!("{name}.crt")),
-        dir.join(format!("{name}.key")),
-    );
-    openssl(
-        &[
-            "req",
-            "-x509",
-            "-nodes",
-            "-days",
-            "2",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-subj",
-            &format!("/CN={HOST}"),
-            "-addext",
-            &format!("subjectAltName=DNS:{HOST}"),
-            "-keyout",
-            key.to_str().unwrap(),
-            "-out",
-            crt.to_str().unwrap(),
-        ],
-        b"",
-    );
-    (std::fs::read(crt).unwrap(), std::fs::read(key).unwrap())
-}
-
-fn tls_secret(name: &str, crt: &[u8], key: &[u8]) -> Value {
-    let secret = Secret {
-        metadata: kube::api::ObjectMeta {
-            name: Some(name.into()),
-            ..Default::default()
-        },
-        type_: Some("kubernetes.io/tls".into()),
-        data: Some(
-            [("tls.crt", crt), ("tls.key", key)]
-                .into_iter()
-                .map(|(k, v)| (k.to_string(), k8s_openapi::ByteString(v.to_vec())))
-                .collect(),
-        ),
-        ..Default::default()
-    };
-    serde_json::to_value(secret).unwrap()
-}
-
 /// The edge pods' (name, uid, restart count), to show a certificate change restarted none.
 async fn edge_pods(ns: &TestNamespace) -> Vec<(String, String, i32)> {
     let lp = ListParams::default()
@@ -694,7 +625,7 @@ async fn virtual_server_serves_its_own_secret_and_a_replaced_one() {
     let ns = cluster.namespace("tls-secret").await;
     let release = setup(&cluster, &ns).await;
     let dir = scratch(&ns);
-    let (crt, key) = self_signed(&dir, "first");
+    let (crt, key) = self_signed(&dir, "first", HOST);
     ns.apply::<Secret>(tls_secret("site-cert", &crt, &key))
         .await;
     let mut vs = site("unused", 2);
@@ -757,7 +688,7 @@ async fn virtual_server_serves_its_own_secret_and_a_replaced_one() {
     // The Secret's data replaced in place (what a renewal by any tool does).
     let before = edge_pods(&ns).await;
     assert_eq!(before.len(), 2, "two edge pods: {before:?}");
-    let (crt2, key2) = self_signed(&dir, "second");
+    let (crt2, key2) = self_signed(&dir, "second", HOST);
     let second = serial(&crt2);
     assert_ne!(first, second);
     ns.apply::<Secret>(tls_secret("site-cert", &crt2, &key2))
