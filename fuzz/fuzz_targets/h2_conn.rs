@@ -59,15 +59,24 @@ fuzz_target!(|data: &[u8]| {
         }
         while let Some(event) = conn.poll_event() {
             match event {
-                Event::Request { stream, end_stream, .. } => {
+                Event::Request {
+                    stream, end_stream, ..
+                } => {
                     assert_eq!(stream % 2, 1);
                     let headers = http::HeaderMap::new();
-                    if conn.send_response(stream, http::StatusCode::OK, &headers, false).is_ok() {
+                    if conn
+                        .send_response(stream, http::StatusCode::OK, &headers, false)
+                        .is_ok()
+                    {
                         let body = Bytes::from(vec![b'x'; 100 + stream as usize % 70_000]);
                         conn.send_data(stream, body, end_stream).unwrap();
                     }
                 }
-                Event::Data { stream, data, end_stream } => {
+                Event::Data {
+                    stream,
+                    data,
+                    end_stream,
+                } => {
                     assert_eq!(stream % 2, 1);
                     conn.release_capacity(stream, data.len());
                     if end_stream {
