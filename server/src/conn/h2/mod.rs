@@ -65,10 +65,12 @@ fn config(shared: &Shared) -> Config {
     Config {
         max_concurrent_streams: 128,
         max_header_list_size: shared.settings.limits.max_header_bytes as u32,
-        // Request bodies: a stream may have 256 KiB in flight, the connection 1 MiB; bytes
-        // buffered here are bounded by these windows, as they are given back once read.
-        initial_window_size: 256 * 1024,
-        connection_window_size: 1 << 20,
+        // Request bodies: a stream may have 128 KiB in flight, the connection 4 MiB. Bytes
+        // buffered here are bounded by these windows (given back only once read), and the
+        // connection's must outlast streams that hold theirs unread while they wait for a
+        // pool slot, or the one being served starves (hyper's 1 MiB did, at 4 uploads).
+        initial_window_size: 128 * 1024,
+        connection_window_size: 4 << 20,
         ..Config::default()
     }
 }
