@@ -931,11 +931,24 @@ fn request_bodies_reach_a_pool_over_http2() {
         ]);
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
-    assert_eq!(post(&data), format!("{} {}", upload.len(), sha256_hex(&upload)));
+    assert_eq!(
+        post(&data),
+        format!("{} {}", upload.len(), sha256_hex(&upload))
+    );
     assert_eq!(post("hello"), format!("5 {}", sha256_hex(b"hello")));
     // Four at once on one connection: each stream's body waits for its window in turn.
     let h2load = Command::new("h2load")
-        .args(["-n", "4", "-c", "1", "-m", "4", "-H", "content-type: text/plain", "-d"])
+        .args([
+            "-n",
+            "4",
+            "-c",
+            "1",
+            "-m",
+            "4",
+            "-H",
+            "content-type: text/plain",
+            "-d",
+        ])
         .arg(&file)
         .arg(&url)
         .output()
@@ -947,13 +960,19 @@ fn request_bodies_reach_a_pool_over_http2() {
     );
     // Recorded as HTTP/2 exchanges.
     let end = Instant::now() + Duration::from_secs(5);
-    while srv.access_log().matches("POST /upload.php HTTP/2.0").count() < 6
+    while srv
+        .access_log()
+        .matches("POST /upload.php HTTP/2.0")
+        .count()
+        < 6
         && Instant::now() < end
     {
         std::thread::sleep(Duration::from_millis(50));
     }
     assert_eq!(
-        srv.access_log().matches("POST /upload.php HTTP/2.0").count(),
+        srv.access_log()
+            .matches("POST /upload.php HTTP/2.0")
+            .count(),
         6,
         "{}",
         srv.access_log()

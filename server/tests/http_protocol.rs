@@ -533,7 +533,9 @@ fn an_h2_stream_reset_mid_response_leaves_the_connection_serving() {
     c.get(3, "/index.html");
     let mut body = Vec::new();
     loop {
-        let f = c.read().expect("the connection closed after a reset stream");
+        let f = c
+            .read()
+            .expect("the connection closed after a reset stream");
         assert_ne!(f.kind, RawH2::GOAWAY, "GOAWAY after a client reset: {f:?}");
         if f.stream == 3 && f.kind == RawH2::DATA {
             body.extend_from_slice(&f.payload);
@@ -581,7 +583,10 @@ fn h2_streams_in_flight_finish_after_the_goaway_of_a_shutdown() {
         }
     }
     assert!(goaway, "no GOAWAY at shutdown");
-    assert!(ended && got == size, "the stream in flight got {got} of {size} bytes");
+    assert!(
+        ended && got == size,
+        "the stream in flight got {got} of {size} bytes"
+    );
     assert!(srv.wait_exit(Duration::from_secs(10)).is_some());
 }
 

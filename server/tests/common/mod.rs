@@ -258,7 +258,8 @@ impl RawH2 {
     /// Connects and sends the preface and an empty SETTINGS.
     pub fn connect(addr: SocketAddr) -> RawH2 {
         let mut sock = TcpStream::connect(addr).unwrap();
-        sock.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        sock.set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
         sock.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00")
             .unwrap();
         RawH2 {
