@@ -1,6 +1,7 @@
-//! The hyper path: HTTP/2 with prior knowledge (h2c) and every HTTP/1.1 request the fast
-//! path does not take. Requests are routed by the same `exchange::front` and recorded by
-//! the same exchange record as on the fast path, so both paths answer and log alike.
+//! The hyper path: every HTTP/1.1 request the fast path does not take, and HTTP/2 with
+//! `--h2-engine hyper`; `handle` also answers the HTTP/2 driver's (conn/h2) requests.
+//! Requests are routed by the same `exchange::front` and recorded by the same exchange
+//! record as on the fast path, so every path answers and logs alike.
 
 use super::activity::{Activity, Verdict};
 use super::origin::Origin;
