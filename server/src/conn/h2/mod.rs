@@ -1,12 +1,4 @@
-//! Skiff's HTTP/2 server connections (h2c with prior knowledge, h2 by ALPN): skiff-http's
-//! sans-I/O `h2::conn::Connection` driven by one task per connection, no task per stream.
-//!
-//! One poll of the task does everything that is ready: read what the socket has (into a
-//! per-thread buffer, so an idle connection holds none) and feed it to the connection, act
-//! on its events (`streams`), poll the handlers and response bodies, give read request
-//! body bytes back to the windows, and write what `poll_transmit` gives, one buffer per
-//! write, while the socket takes it. Requests go through `conn::hyper::handle`, as on
-//! hyper's path, so both answer and record alike.
+//! HTTP/2 (h2c, ALPN h2) on skiff-http's state machine: one task per connection, none per stream.
 
 mod request_body;
 mod streams;
@@ -142,6 +134,10 @@ async fn linger<I: AsyncRead + AsyncWrite + Unpin>(io: &mut I) {
     while let Ok(1..) = io.read(&mut sink).await {}
 }
 
+/// One poll does all that is ready: read what the socket has (into a per-worker buffer,
+/// so an idle connection holds none) and feed it to the connection, act on its events,
+/// poll the handlers and response bodies, give read request body bytes back to the
+/// windows, and write what `poll_transmit` gives, one buffer per write.
 struct Driver<I> {
     io: I,
     conn: Connection,

@@ -1,6 +1,4 @@
-//! Request bodies of the HTTP/2 driver: DATA frames the connection task hands over, read
-//! by whoever holds the body (possibly another task, a backend connection's), with the
-//! bytes read given back to the peer's flow-control windows by the connection task.
+//! Request bodies fed from DATA frames, given back to the windows as their reader takes them.
 
 use crate::upstream::ClientBodyError;
 use bytes::Bytes;

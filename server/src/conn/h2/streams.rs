@@ -1,8 +1,7 @@
-//! The streams of one HTTP/2 connection as its task sees them: handlers working on a
-//! response, response bodies being fed to the connection, request bodies being fed from it.
-//! Plain vectors polled in the connection's task: a connection has at most a few hundred
-//! streams, and no stream gets a task of its own.
+//! A connection's streams: handlers at work, response bodies to send, request bodies arriving.
 
+// Plain vectors polled in the connection's task: a connection has at most a few hundred
+// streams, and no stream gets a task of its own.
 use super::request_body::{Inbound, RequestBody};
 use crate::conn::activity::{Activity, Busy};
 use crate::conn::hyper::{handle, H2_STREAM_SEND_BUFFER};
