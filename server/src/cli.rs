@@ -103,6 +103,9 @@ pub struct TuningArgs {
         env = "SKIFF_CPU_SCHEDULING"
     )]
     pub cpu_scheduling: crate::settings::CpuScheduling,
+    /// The HTTP/2 implementation: `skiff` (its own, one task per connection) or `hyper`.
+    #[arg(long, value_enum, default_value = "skiff", env = "SKIFF_H2_ENGINE")]
+    pub h2_engine: crate::settings::H2Engine,
 }
 
 #[derive(Debug, Args)]
@@ -397,6 +400,7 @@ fn settings_for(cfg: &Config, t: &TuningArgs) -> Result<Settings, ConfigError> {
         shutdown_delay: t.shutdown_delay,
         shutdown_grace: t.shutdown_grace,
         cpu_scheduling: t.cpu_scheduling,
+        h2_engine: t.h2_engine,
     })
 }
 

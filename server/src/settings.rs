@@ -69,6 +69,19 @@ pub struct Settings {
     pub shutdown_grace: Duration,
     /// The serving threads' CPU scheduling policy (server/scheduling.rs says why batch).
     pub cpu_scheduling: CpuScheduling,
+    /// Which implementation serves HTTP/2 connections.
+    pub h2_engine: H2Engine,
+}
+
+/// The HTTP/2 implementation, chosen with `--h2-engine` (`SKIFF_H2_ENGINE`): Skiff's own
+/// driver (conn/h2) or hyper's, kept so the two can be compared on the same build.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum H2Engine {
+    /// skiff-http's HTTP/2 state machine, driven by one task per connection.
+    #[default]
+    Skiff,
+    /// hyper's (the h2 crate), a task per stream.
+    Hyper,
 }
 
 /// The CPU scheduling policy for serving threads (applied by `listener::scheduling`), chosen with `--cpu-scheduling` (`SKIFF_CPU_SCHEDULING`).

@@ -906,3 +906,75 @@ fn pool_requests_share_keep_alive_connections_with_static_files() {
             >= 4.0
     );
 }
+
+#[test]
+fn request_bodies_reach_a_pool_over_http2() {
+    let (site, _fpm, srv) = php_over_tcp();
+    // Several MiB, more than any window: the body flows as the pool reads it.
+    let upload: Vec<u8> = (0..5 * 1024 * 1024u32)
+        .map(|i| (i.wrapping_mul(2654435761) >> 24) as u8)
+        .collect();
+    let file = site.path().join("upload.bin");
+    std::fs::write(&file, &upload).unwrap();
+    let data = format!("@{}", file.display());
+    let url = srv.url("/upload.php");
+    // Over h2c, one request per connection (curl 7.88 fails a second transfer on a
+    // prior-knowledge connection, whatever the server: h2load runs several below).
+    let post = |body: &str| {
+        let out = curl(&[
+            "--http2-prior-knowledge",
+            "-H",
+            "Content-Type: application/octet-stream",
+            "--data-binary",
+            body,
+            &url,
+        ]);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert_eq!(
+        post(&data),
+        format!("{} {}", upload.len(), sha256_hex(&upload))
+    );
+    assert_eq!(post("hello"), format!("5 {}", sha256_hex(b"hello")));
+    // Four at once on one connection: each stream's body waits for its window in turn.
+    let h2load = Command::new("h2load")
+        .args([
+            "-n",
+            "4",
+            "-c",
+            "1",
+            "-m",
+            "4",
+            "-H",
+            "content-type: text/plain",
+            "-d",
+        ])
+        .arg(&file)
+        .arg(&url)
+        .output()
+        .expect("h2load is installed");
+    let report = String::from_utf8_lossy(&h2load.stdout).into_owned();
+    assert!(
+        report.contains("4 succeeded") && report.contains("4 2xx"),
+        "{report}"
+    );
+    // Recorded as HTTP/2 exchanges.
+    let end = Instant::now() + Duration::from_secs(5);
+    while srv
+        .access_log()
+        .matches("POST /upload.php HTTP/2.0")
+        .count()
+        < 6
+        && Instant::now() < end
+    {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        srv.access_log()
+            .matches("POST /upload.php HTTP/2.0")
+            .count(),
+        6,
+        "{}",
+        srv.access_log()
+    );
+}

@@ -294,3 +294,19 @@ fn an_http2_stream_the_peer_grants_no_window_is_cut_off_after_the_send_timeout()
         "a stalled HTTP/2 stream held its connection for 15 s"
     );
 }
+
+#[test]
+fn an_http2_response_queued_whole_behind_a_zero_window_is_cut_off_too() {
+    // Small enough to leave its body at once: only the connection's flow-control stall
+    // clock (not a body waiting to be taken) can see this one.
+    let site = tempfile::tempdir().unwrap();
+    std::fs::write(site.path().join("big.bin"), vec![7u8; 10_000]).unwrap();
+    let srv = Server::start(
+        site.path(),
+        &["--send-timeout", "1s", "--keepalive-timeout", "60s"],
+    );
+    assert!(
+        h2_zero_window_client(srv.addr, Duration::from_secs(15)),
+        "a response stalled by a zero window held its connection for 15 s"
+    );
+}

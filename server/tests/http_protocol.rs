@@ -506,3 +506,112 @@ fn on_the_fly_compression_decodes_to_the_original() {
     assert_eq!(get_header(&h, "content-encoding"), None);
     assert_eq!(get_header(&h, "vary"), Some("Accept-Encoding"));
 }
+
+/// A file of `len` bytes in a fresh site, for HTTP/2 tests that need a long response.
+fn site_with_big_file(len: usize) -> tempfile::TempDir {
+    let site = tempfile::tempdir().unwrap();
+    std::fs::write(site.path().join("big.bin"), vec![7u8; len]).unwrap();
+    std::fs::write(site.path().join("index.html"), b"hello").unwrap();
+    site
+}
+
+#[test]
+fn an_h2_stream_reset_mid_response_leaves_the_connection_serving() {
+    let site = site_with_big_file(4 << 20);
+    let srv = Server::start(site.path(), &[]);
+    let mut c = RawH2::connect(srv.addr);
+    c.get(1, "/big.bin");
+    // The first DATA of the big file, then the client gives up on it.
+    loop {
+        let f = c.read().expect("closed before the first DATA");
+        if f.kind == RawH2::DATA && f.stream == 1 {
+            break;
+        }
+    }
+    c.reset(1, 0x8);
+    c.window_update(0, 1 << 30);
+    c.get(3, "/index.html");
+    let mut body = Vec::new();
+    loop {
+        let f = c
+            .read()
+            .expect("the connection closed after a reset stream");
+        assert_ne!(f.kind, RawH2::GOAWAY, "GOAWAY after a client reset: {f:?}");
+        if f.stream == 3 && f.kind == RawH2::DATA {
+            body.extend_from_slice(&f.payload);
+            if f.flags & RawH2::END_STREAM != 0 {
+                break;
+            }
+        }
+    }
+    assert_eq!(body, b"hello");
+}
+
+#[test]
+fn h2_streams_in_flight_finish_after_the_goaway_of_a_shutdown() {
+    let size = 2 << 20;
+    let site = site_with_big_file(size);
+    let mut srv = Server::start(site.path(), &["--shutdown-grace", "20s"]);
+    let mut c = RawH2::connect(srv.addr);
+    c.get(1, "/big.bin");
+    let (mut got, mut goaway, mut ended) = (0, false, false);
+    let mut signalled = false;
+    while let Some(f) = c.read() {
+        match f.kind {
+            RawH2::DATA if f.stream == 1 => {
+                got += f.payload.len();
+                ended = f.flags & RawH2::END_STREAM != 0;
+                if !signalled {
+                    // Shutdown begins with the response under way; the window granted
+                    // frame by frame keeps it going only as fast as this loop reads.
+                    srv.signal("TERM");
+                    signalled = true;
+                    std::thread::sleep(Duration::from_millis(300));
+                }
+                if f.payload.is_empty() {
+                    continue;
+                }
+                c.window_update(0, f.payload.len() as u32);
+                c.window_update(1, f.payload.len() as u32);
+            }
+            RawH2::GOAWAY => {
+                goaway = true;
+                // The last stream the server takes is 1: the one in flight.
+                assert_eq!(u32::from_be_bytes(f.payload[..4].try_into().unwrap()), 1);
+            }
+            _ => {}
+        }
+    }
+    assert!(goaway, "no GOAWAY at shutdown");
+    assert!(
+        ended && got == size,
+        "the stream in flight got {got} of {size} bytes"
+    );
+    assert!(srv.wait_exit(Duration::from_secs(10)).is_some());
+}
+
+#[test]
+fn an_idle_h2_connection_gets_goaway_after_the_keepalive_timeout() {
+    let site = site_with_big_file(1);
+    let srv = Server::start(
+        site.path(),
+        &["--keepalive-timeout", "1s", "--header-timeout", "5s"],
+    );
+    let mut c = RawH2::connect(srv.addr);
+    c.get(1, "/index.html");
+    let started = std::time::Instant::now();
+    let mut goaway = None;
+    while let Some(f) = c.read() {
+        if f.kind == RawH2::GOAWAY {
+            goaway = Some(started.elapsed());
+            // NO_ERROR: a graceful close.
+            assert_eq!(&f.payload[4..8], &[0, 0, 0, 0]);
+        }
+    }
+    let closed = started.elapsed();
+    let goaway = goaway.expect("closed without GOAWAY");
+    assert!(
+        goaway >= Duration::from_millis(900) && closed < Duration::from_secs(5),
+        "GOAWAY after {goaway:?}, closed after {closed:?}"
+    );
+}

@@ -542,3 +542,37 @@ fn a_silent_client_is_dropped_at_the_handshake_timeout() {
         srv.metric(r#"skiff_tls_handshakes_total{result="timeout",version="none"}"#) == Some(4.0)
     });
 }
+
+/// h2 over TLS: a body many windows long arrives whole, and many streams at once on a
+/// few connections are all answered.
+#[test]
+fn h2_over_tls_carries_large_bodies_and_many_streams() {
+    let pki = Pki::new();
+    let dir = site();
+    std::fs::write(dir.path().join("ca.pem"), pki.ca_pem()).unwrap();
+    let big: Vec<u8> = (0..3 * 1024 * 1024u32).map(|i| (i % 251) as u8).collect();
+    std::fs::write(dir.path().join("www/big.bin"), &big).unwrap();
+    let srv = serve_localhost(&pki, dir.path());
+    let port = srv.tls_addr.unwrap().port();
+    let resolve = format!("localhost:{port}:127.0.0.1");
+    let ca = dir.path().join("ca.pem");
+    let out = common::curl(&[
+        "--http2",
+        "--cacert",
+        ca.to_str().unwrap(),
+        "--resolve",
+        &resolve,
+        &format!("https://localhost:{port}/big.bin"),
+    ]);
+    assert!(out.stdout == big, "got {} bytes", out.stdout.len());
+    let h2load = Command::new("h2load")
+        .args(["-n", "400", "-c", "2", "-m", "20"])
+        .arg(format!("https://127.0.0.1:{port}/index.html"))
+        .output()
+        .expect("h2load is installed");
+    let report = String::from_utf8_lossy(&h2load.stdout).into_owned();
+    assert!(
+        report.contains("400 succeeded") && report.contains("400 2xx"),
+        "{report}"
+    );
+}

@@ -1,6 +1,7 @@
-//! The hyper path: HTTP/2 with prior knowledge (h2c) and every HTTP/1.1 request the fast
-//! path does not take. Requests are routed by the same `exchange::front` and recorded by
-//! the same exchange record as on the fast path, so both paths answer and log alike.
+//! The hyper path: every HTTP/1.1 request the fast path does not take, and HTTP/2 with
+//! `--h2-engine hyper`; `handle` also answers the HTTP/2 driver's (conn/h2) requests.
+//! Requests are routed by the same `exchange::front` and recorded by the same exchange
+//! record as on the fast path, so every path answers and logs alike.
 
 use super::activity::{Activity, Verdict};
 use super::origin::Origin;
@@ -12,12 +13,10 @@ use crate::http::reply::Reply;
 use crate::http::request::{HeaderSource, RequestHead};
 use crate::shutdown::stopping;
 use crate::state::Shared;
-use crate::upstream::{self, BackendRequest, ClientBody, Message};
+use crate::upstream::{self, BackendRequest, ClientBody, ClientBodyError, Message};
 use http::header::{CONTENT_LENGTH, DATE, SERVER};
 use http::{HeaderValue, Method, Request, Response, StatusCode};
-use http_body::Body as _;
 use http_body_util::BodyExt;
-use hyper::body::Incoming;
 use hyper::server::conn::{http1, http2};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -33,7 +32,7 @@ const GOAWAY_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 /// The most of an unread request body the hyper path reads and drops before answering.
 const DRAIN_LIMIT: usize = 64 * 1024;
 /// An HTTP/2 stream's send buffer, and its file reads.
-const H2_STREAM_SEND_BUFFER: usize = 64 * 1024;
+pub(super) const H2_STREAM_SEND_BUFFER: usize = 64 * 1024;
 
 /// Which HTTP hyper speaks on a connection: chosen by the h2c preface on plain
 /// connections, by ALPN on TLS ones (hyper-util's auto builder would sniff again).
@@ -154,12 +153,18 @@ async fn drive<C>(
     }
 }
 
-async fn handle(
-    req: Request<Incoming>,
+/// Answers one request, whichever connection read it: hyper's (HTTP/1.1, h2 on hyper) or
+/// the HTTP/2 driver (conn/h2), whose body type differs.
+pub(super) async fn handle<B>(
+    req: Request<B>,
     origin: &Origin,
     remote: Arc<str>,
     shared: &Shared,
-) -> Response<RecordedBody> {
+) -> Response<RecordedBody>
+where
+    B: http_body::Body<Data = bytes::Bytes> + Send + Sync + 'static,
+    B::Error: Into<ClientBodyError>,
+{
     let (peer, local_port) = (origin.peer, origin.local_port);
     let started = Instant::now();
     let (parts, body) = req.into_parts();

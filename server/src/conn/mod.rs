@@ -1,13 +1,15 @@
 //! The connection layer: each accepted connection starts on the HTTP/1.1 fast path (`h1`)
-//! and moves to hyper (`hyper`) for what the fast path does not serve (h2c, request
-//! bodies, upgrades); TLS connections (`tls`) handshake first, then go to hyper over
-//! rustls, or, when the kernel takes the session (kTLS, `tls::ktls`), to the fast path
-//! on the socket as plain connections do. Both route through `exchange::front` and record through
+//! and moves to Skiff's HTTP/2 driver (`h2`) for h2c, or to hyper (`hyper`) for what the
+//! fast path does not serve (request bodies, upgrades; HTTP/2 too with
+//! `--h2-engine hyper`); TLS connections (`tls`) handshake first, then go to the HTTP/2
+//! driver (ALPN h2) or hyper over rustls, or, when the kernel takes the session (kTLS,
+//! `tls::ktls`), to the fast path on the socket as plain connections do. Both route through `exchange::front` and record through
 //! `exchange::Exchange`; file bodies go out with `file_send` (sendfile) or `reply_body`.
 
 mod activity;
 mod file_send;
 mod h1;
+mod h2;
 mod hyper;
 mod origin;
 mod recorded_body;
@@ -16,6 +18,7 @@ mod rewind;
 mod send_deadline;
 mod tls;
 
+use crate::settings::H2Engine;
 use crate::state::Shared;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -46,9 +49,13 @@ pub(crate) async fn serve(
             local_port,
             tls: None,
         };
-        // Boxed, as the TLS path below: hyper's connection futures are kilobytes, and every
+        // Boxed, as the TLS path below: these connection futures are kilobytes, and every
         // connection's task would otherwise reserve them while it waits on the fast path.
-        Box::pin(hyper::serve(io, wire, origin, shared.clone())).await;
+        if wire == hyper::Wire::Http2 && shared.settings.h2_engine == H2Engine::Skiff {
+            Box::pin(h2::serve(io, origin, shared.clone())).await;
+        } else {
+            Box::pin(hyper::serve(io, wire, origin, shared.clone())).await;
+        }
     }
 }
 

@@ -1,7 +1,8 @@
 //! TLS connections: the handshake in the connection's own task under a deadline (never
 //! in the accept loop, where one slow client would stall every accept), then HTTP/2 or
-//! HTTP/1.1 as ALPN chose, on hyper over rustls; or, once the session moves into the
-//! kernel (kTLS), the HTTP/1.1 fast path with sendfile on the socket itself.
+//! HTTP/1.1 as ALPN chose, over rustls (HTTP/2 on Skiff's driver, conn/h2, or hyper's);
+//! or, once the session moves into the kernel (kTLS), the HTTP/1.1 fast path with
+//! sendfile on the socket itself.
 
 use super::h1;
 use super::hyper::Wire;
@@ -9,6 +10,7 @@ use super::origin::{Origin, TlsSession};
 use super::rewind::Rewind;
 use super::send_deadline::SendDeadline;
 use crate::metrics::{HandshakeLabels, TlsModeLabels};
+use crate::settings::H2Engine;
 use crate::state::Shared;
 use crate::tls::ktls::{self, Handover, HandshakeIo, KernelSession, RecordBudget};
 use std::io;
@@ -103,7 +105,11 @@ pub(super) async fn serve(
         tls: Some(session),
     };
     let io = SendDeadline::new(stream, shared.settings.limits.send_timeout);
-    super::hyper::serve(io, wire, origin, shared.clone()).await;
+    if wire == Wire::Http2 && shared.settings.h2_engine == H2Engine::Skiff {
+        super::h2::serve(io, origin, shared.clone()).await;
+    } else {
+        super::hyper::serve(io, wire, origin, shared.clone()).await;
+    }
 }
 
 /// Serves HTTP/1.1 on a socket whose TLS records the kernel makes: the fast path with

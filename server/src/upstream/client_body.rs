@@ -6,7 +6,6 @@
 use bytes::{Bytes, BytesMut};
 use http::HeaderMap;
 use http_body::{Body, Frame, SizeHint};
-use hyper::body::Incoming;
 use std::future::{poll_fn, Future};
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
@@ -44,11 +43,15 @@ impl From<hyper::Error> for ClientBodyError {
 }
 
 /// The client's request body: none (the HTTP/1.1 fast path hands over only requests
-/// without one), or hyper's stream under a deadline and a limit.
+/// without one), or a connection's stream (hyper's, or the HTTP/2 driver's) under a
+/// deadline and a limit.
 pub enum ClientBody {
     Empty,
     Stream(Box<ClientStream>),
 }
+
+/// A connection's request body stream, whichever connection reads it.
+type Incoming = Pin<Box<dyn Body<Data = Bytes, Error = ClientBodyError> + Send + Sync>>;
 
 pub struct ClientStream {
     /// Bytes gathered before admission, handed out first.
@@ -67,10 +70,15 @@ pub struct ClientStream {
 }
 
 impl ClientBody {
-    pub fn stream(incoming: Incoming, deadline: BodyDeadline) -> ClientBody {
+    pub fn stream<B>(incoming: B, deadline: BodyDeadline) -> ClientBody
+    where
+        B: Body<Data = Bytes> + Send + Sync + 'static,
+        B::Error: Into<ClientBodyError>,
+    {
         if incoming.is_end_stream() {
             return ClientBody::Empty;
         }
+        let incoming: Incoming = Box::pin(http_body_util::BodyExt::map_err(incoming, Into::into));
         let now = Instant::now();
         ClientBody::Stream(Box::new(ClientStream {
             early: Bytes::new(),
@@ -138,7 +146,7 @@ impl ClientStream {
         let Some(incoming) = self.incoming.as_mut() else {
             return Poll::Ready(None);
         };
-        match Pin::new(incoming).poll_frame(cx) {
+        match incoming.as_mut().poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => {
                 if let Some(data) = frame.data_ref() {
                     self.received += data.len() as u64;
@@ -154,7 +162,7 @@ impl ClientStream {
             }
             Poll::Ready(Some(Err(e))) => {
                 self.incoming = None;
-                Poll::Ready(Some(Err(e.into())))
+                Poll::Ready(Some(Err(e)))
             }
             Poll::Ready(None) => {
                 self.incoming = None;

@@ -23,7 +23,7 @@ mod serve;
 mod upgrade;
 
 pub use cgi::bodiless_cgi_env;
-pub use client_body::BodyDeadline;
+pub use client_body::{BodyDeadline, ClientBodyError};
 pub use request::{BackendRequest, ClientBody, Message};
 pub use response::{Payload, ResponseHead, UpstreamResponse};
 pub use route::{Backend, BackendRoute, Forwarding};

@@ -230,3 +230,96 @@ pub fn sample_site() -> tempfile::TempDir {
 pub fn big_bin_bytes() -> Vec<u8> {
     (0..(2 * 1024 * 1024u32)).map(|i| (i % 251) as u8).collect()
 }
+
+/// A bare HTTP/2 client over a socket for tests that need frame-level control: resets,
+/// GOAWAY, windows. Requests are GETs with literal HPACK fields.
+pub struct RawH2 {
+    pub sock: TcpStream,
+    buf: Vec<u8>,
+}
+
+/// One frame: type, flags, stream, payload.
+#[derive(Debug)]
+pub struct RawFrame {
+    pub kind: u8,
+    pub flags: u8,
+    pub stream: u32,
+    pub payload: Vec<u8>,
+}
+
+impl RawH2 {
+    pub const DATA: u8 = 0x0;
+    pub const HEADERS: u8 = 0x1;
+    pub const RST_STREAM: u8 = 0x3;
+    pub const SETTINGS: u8 = 0x4;
+    pub const GOAWAY: u8 = 0x7;
+    pub const END_STREAM: u8 = 0x1;
+
+    /// Connects and sends the preface and an empty SETTINGS.
+    pub fn connect(addr: SocketAddr) -> RawH2 {
+        let mut sock = TcpStream::connect(addr).unwrap();
+        sock.set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        sock.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00")
+            .unwrap();
+        RawH2 {
+            sock,
+            buf: Vec::new(),
+        }
+    }
+
+    pub fn frame(&mut self, kind: u8, flags: u8, stream: u32, payload: &[u8]) {
+        let len = payload.len() as u32;
+        let mut f = vec![(len >> 16) as u8, (len >> 8) as u8, len as u8, kind, flags];
+        f.extend_from_slice(&stream.to_be_bytes());
+        f.extend_from_slice(payload);
+        self.sock.write_all(&f).unwrap();
+    }
+
+    /// GET `path` on `stream` (odd, increasing), with END_STREAM.
+    pub fn get(&mut self, stream: u32, path: &str) {
+        // :method GET, :scheme http (static), :path and :authority literal, not indexed.
+        let mut block = vec![0x82, 0x86, 0x04, path.len() as u8];
+        block.extend_from_slice(path.as_bytes());
+        block.extend_from_slice(&[0x01, 1, b'a']);
+        self.frame(Self::HEADERS, 0x4 | Self::END_STREAM, stream, &block);
+    }
+
+    pub fn window_update(&mut self, stream: u32, n: u32) {
+        self.frame(0x8, 0, stream, &n.to_be_bytes());
+    }
+
+    pub fn reset(&mut self, stream: u32, code: u32) {
+        self.frame(Self::RST_STREAM, 0, stream, &code.to_be_bytes());
+    }
+
+    /// The next frame; `None` once the server closed. SETTINGS are acknowledged.
+    pub fn read(&mut self) -> Option<RawFrame> {
+        loop {
+            if self.buf.len() >= 9 {
+                let len = (usize::from(self.buf[0]) << 16)
+                    | (usize::from(self.buf[1]) << 8)
+                    | usize::from(self.buf[2]);
+                if self.buf.len() >= 9 + len {
+                    let f = RawFrame {
+                        kind: self.buf[3],
+                        flags: self.buf[4],
+                        stream: u32::from_be_bytes(self.buf[5..9].try_into().unwrap())
+                            & 0x7fff_ffff,
+                        payload: self.buf[9..9 + len].to_vec(),
+                    };
+                    self.buf.drain(..9 + len);
+                    if f.kind == Self::SETTINGS && f.flags & 1 == 0 {
+                        let _ = self.sock.write_all(&[0, 0, 0, 4, 1, 0, 0, 0, 0]);
+                    }
+                    return Some(f);
+                }
+            }
+            let mut chunk = [0u8; 16384];
+            match self.sock.read(&mut chunk) {
+                Ok(0) | Err(_) => return None,
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+            }
+        }
+    }
+}

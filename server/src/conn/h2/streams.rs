@@ -1,0 +1,216 @@
+//! A connection's streams: handlers at work, response bodies to send, request bodies arriving.
+
+// Plain vectors polled in the connection's task: a connection has at most a few hundred
+// streams, and no stream gets a task of its own.
+use super::request_body::{Inbound, RequestBody};
+use crate::conn::activity::{Activity, Busy};
+use crate::conn::hyper::{handle, H2_STREAM_SEND_BUFFER};
+use crate::conn::origin::Origin;
+use crate::conn::recorded_body::RecordedBody;
+use crate::state::Shared;
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body::Body as _;
+use skiff_http::h2::conn::{Connection, Event};
+use skiff_http::h2::{Reason, StreamId};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+/// What every request of the connection shares (one reference count per request).
+pub(super) struct Ctx {
+    pub shared: Arc<Shared>,
+    pub origin: Origin,
+    pub remote: Arc<str>,
+    pub activity: Arc<Activity>,
+}
+
+type Responding = Pin<Box<dyn Future<Output = Response<RecordedBody>> + Send>>;
+
+#[derive(Default)]
+pub(super) struct Streams {
+    /// Handlers still working out a response (a pool's answer, basic auth).
+    responding: Vec<(StreamId, Responding)>,
+    /// Response bodies with more to send.
+    sending: Vec<(StreamId, RecordedBody)>,
+    /// Request bodies still arriving or not yet given back to the windows.
+    inbound: Vec<(StreamId, Arc<Inbound>)>,
+}
+
+impl Streams {
+    /// Nothing in flight: the connection may give its buffers back.
+    pub fn is_empty(&self) -> bool {
+        self.responding.is_empty() && self.sending.is_empty() && self.inbound.is_empty()
+    }
+
+    /// Acts on one event of the connection.
+    pub fn event(&mut self, ev: Event, conn: &mut Connection, ctx: &Arc<Ctx>, cx: &Context<'_>) {
+        match ev {
+            Event::Request {
+                stream,
+                head,
+                end_stream,
+            } => {
+                let body = if end_stream {
+                    RequestBody::empty()
+                } else {
+                    let inbound = Arc::new(Inbound::default());
+                    self.inbound.push((stream, inbound.clone()));
+                    let length = head
+                        .headers
+                        .get(http::header::CONTENT_LENGTH)
+                        .and_then(|v| v.to_str().ok()?.parse().ok());
+                    RequestBody::new(inbound, length)
+                };
+                let busy = ctx.activity.begin();
+                let req = Request::from_parts(head, body);
+                self.responding
+                    .push((stream, Box::pin(respond(req, ctx.clone(), busy))));
+            }
+            Event::Data {
+                stream,
+                data,
+                end_stream,
+            } => {
+                let n = data.len();
+                let taken = self
+                    .inbound(stream)
+                    .is_some_and(|i| i.push(data, end_stream, cx.waker()));
+                if !taken {
+                    conn.release_capacity(stream, n);
+                }
+            }
+            Event::Trailers { stream, headers } => {
+                if let Some(i) = self.inbound(stream) {
+                    i.trailers(headers);
+                }
+            }
+            Event::Reset { stream, reason, .. } => self.reset(stream, reason, conn),
+            // The peer starts no more streams: the connection closes once these finish.
+            Event::GoAway { .. } => conn.go_away(Reason::NO_ERROR),
+            Event::SettingsAcked | Event::PingAck { .. } => {}
+        }
+    }
+
+    fn inbound(&self, stream: StreamId) -> Option<&Arc<Inbound>> {
+        self.inbound
+            .iter()
+            .find(|(id, _)| *id == stream)
+            .map(|(_, i)| i)
+    }
+
+    /// The stream is gone: its handler and body are dropped (a pool request in flight is
+    /// abandoned with them), its request body's reader gets an error.
+    fn reset(&mut self, stream: StreamId, reason: Reason, conn: &mut Connection) {
+        self.responding.retain(|(id, _)| *id != stream);
+        self.sending.retain(|(id, _)| *id != stream);
+        if let Some(k) = self.inbound.iter().position(|(id, _)| *id == stream) {
+            let (_, i) = self.inbound.swap_remove(k);
+            let unread = i.reset(reason);
+            conn.release_capacity(stream, unread);
+        }
+    }
+
+    /// Polls the handlers; a finished one's HEADERS are queued and its body joins
+    /// `sending`. Returns whether any finished.
+    pub fn poll_responses(&mut self, conn: &mut Connection, cx: &mut Context<'_>) -> bool {
+        let mut progress = false;
+        let mut k = 0;
+        while k < self.responding.len() {
+            let (id, fut) = &mut self.responding[k];
+            let Poll::Ready(resp) = fut.as_mut().poll(cx) else {
+                k += 1;
+                continue;
+            };
+            let id = *id;
+            drop(self.responding.swap_remove(k));
+            progress = true;
+            let (parts, body) = resp.into_parts();
+            // Connection-specific fields (connection, keep-alive, transfer-encoding,
+            // upgrade) are dropped by the encoder (RFC 9113 §8.2.2).
+            let end = body.is_end_stream();
+            if conn
+                .send_response(id, parts.status, &parts.headers, end)
+                .is_ok()
+                && !end
+            {
+                self.sending.push((id, body));
+            }
+        }
+        progress
+    }
+
+    /// Feeds response bodies to the connection while each stream has less than its send
+    /// buffer queued. Returns whether any frame was taken.
+    pub fn poll_bodies(&mut self, conn: &mut Connection, cx: &mut Context<'_>) -> bool {
+        let mut progress = false;
+        let mut k = 0;
+        while k < self.sending.len() {
+            let (id, body) = &mut self.sending[k];
+            let done = loop {
+                match conn.buffered(*id) {
+                    None => break true,
+                    Some(n) if n >= H2_STREAM_SEND_BUFFER => break false,
+                    Some(_) => {}
+                }
+                match Pin::new(&mut *body).poll_frame(cx) {
+                    Poll::Pending => break false,
+                    Poll::Ready(Some(Ok(frame))) => {
+                        progress = true;
+                        // Trailers are not sent (no pool answers with them over HTTP/2
+                        // today); the body's end ends the stream.
+                        if let Ok(data) = frame.into_data() {
+                            let end = body.is_end_stream();
+                            if conn.send_data(*id, data, end).is_err() || end {
+                                break true;
+                            }
+                        }
+                    }
+                    Poll::Ready(None) => {
+                        progress = true;
+                        let _ = conn.send_data(*id, Bytes::new(), true);
+                        break true;
+                    }
+                    Poll::Ready(Some(Err(e))) => {
+                        progress = true;
+                        tracing::debug!(stream = *id, error = %e, "response body failed");
+                        conn.reset(*id, Reason::INTERNAL_ERROR);
+                        break true;
+                    }
+                }
+            };
+            if done {
+                drop(self.sending.swap_remove(k));
+            } else {
+                k += 1;
+            }
+        }
+        progress
+    }
+
+    /// Gives the request body bytes read since the last call back to the windows, and
+    /// forgets bodies that need nothing more; a body whose stream closed under it (the
+    /// response ended first) fails its reader instead of waiting for bytes that never come.
+    pub fn release(&mut self, conn: &mut Connection) {
+        self.inbound.retain(|(id, i)| {
+            let (n, done) = i.take_consumed();
+            if n > 0 {
+                conn.release_capacity(*id, n);
+            }
+            if !done && conn.buffered(*id).is_none() {
+                let unread = i.reset(Reason::CANCEL);
+                conn.release_capacity(*id, unread);
+                return false;
+            }
+            !done
+        });
+    }
+}
+
+/// One request's handler, with the connection's activity held until its body is dropped.
+async fn respond(req: Request<RequestBody>, ctx: Arc<Ctx>, busy: Busy) -> Response<RecordedBody> {
+    let mut resp = handle(req, &ctx.origin, ctx.remote.clone(), &ctx.shared).await;
+    resp.body_mut().hold(busy);
+    resp
+}
