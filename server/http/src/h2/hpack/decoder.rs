@@ -1,7 +1,9 @@
 //! The HPACK decoder: a header block to (name, value) callbacks, within a size budget.
 
+use super::error::Error;
+use super::huffman;
+use super::primitive::decode_int;
 use super::table::{Dynamic, ENTRY_OVERHEAD, STATIC};
-use super::{decode_int, huffman, Error};
 
 /// Where a decoded string lives until both halves of a field are read: the block, the
 /// decoder's Huffman scratch, or a table entry's name or value (so nothing is copied per

@@ -2,8 +2,8 @@
 //! the dynamic table for values that repeat across responses (a static server's
 //! `server`, `content-type`, `cache-control`), literals for values that do not.
 
+use super::primitive::{encode_int, encode_str};
 use super::table::{static_name_index, Dynamic, ENTRY_OVERHEAD};
-use super::{encode_int, encode_str};
 use http::{HeaderMap, HeaderName, StatusCode};
 
 /// How a literal field is represented (§6.2).

@@ -1,7 +1,7 @@
 //! RFC 7541 §5.2 / Appendix B Huffman code: encoding, and decoding four bits at a time
 //! through a state table built at compile time from the code lengths.
 
-use super::Error;
+use super::error::Error;
 
 /// Code length in bits of each symbol, 256 being EOS (RFC 7541 Appendix B). The code is
 /// canonical (codes of one length are consecutive, in symbol order), so the lengths alone
