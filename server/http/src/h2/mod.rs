@@ -7,6 +7,7 @@
 pub mod conn;
 pub mod frame;
 pub mod hpack;
+pub mod priority;
 mod request;
 mod stream;
 

@@ -2,6 +2,7 @@
 //! MAX_CONCURRENT_STREAMS keeps it short and an idle connection then holds nothing.
 
 use super::frame::MAX_WINDOW;
+use super::priority::Priority;
 use super::StreamId;
 use bytes::Bytes;
 use std::collections::VecDeque;
@@ -30,6 +31,8 @@ pub(crate) struct Stream {
     /// Response body chunks the windows have not let out yet.
     pub queue: VecDeque<Bytes>,
     pub queued: usize,
+    /// From the request's `priority` field (RFC 9218), for the order DATA leaves in.
+    pub priority: Priority,
 }
 
 impl Stream {
@@ -47,6 +50,7 @@ impl Stream {
             received: 0,
             queue: VecDeque::new(),
             queued: 0,
+            priority: Priority::default(),
         }
     }
 
@@ -105,7 +109,9 @@ impl Streams {
 
     pub fn remove(&mut self, id: StreamId) -> Option<Stream> {
         let i = self.list.iter().position(|s| s.id == id)?;
-        Some(self.list.swap_remove(i))
+        // In order, not swapped: the list stays in stream-id order, the order
+        // non-incremental responses of one urgency are sent in.
+        Some(self.list.remove(i))
     }
 
     pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut Stream> {

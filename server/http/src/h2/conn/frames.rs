@@ -2,6 +2,7 @@
 
 use super::{Block, Connection, Event, State};
 use crate::h2::frame::{self, settings_params, Frame, Head, MAX_WINDOW};
+use crate::h2::priority::Priority;
 use crate::h2::request::Fields;
 use crate::h2::stream::{grow, Stream};
 use crate::h2::{Error, Reason, StreamId};
@@ -314,6 +315,9 @@ impl Connection {
                 );
                 s.recv_closed = b.end_stream;
                 s.content_length = content_length;
+                if let Some(v) = head.headers.get("priority") {
+                    s.priority = Priority::parse(v.as_bytes());
+                }
                 self.streams.insert(s);
                 self.events.push_back(Event::Request {
                     stream: id,

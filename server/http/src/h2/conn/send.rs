@@ -8,57 +8,106 @@ use http::{HeaderMap, StatusCode};
 
 impl Connection {
     /// Appends what is ready to send to `out`: control frames and HEADERS in order, then
-    /// DATA round-robin over the streams as windows and the peer's frame size allow, until
-    /// `out` holds about `max` bytes. Write it all with one write.
+    /// DATA as windows and the peer's frame size allow, until `out` holds about `max`
+    /// bytes. Write it all with one write.
+    ///
+    /// DATA follows RFC 9218's priorities: lower urgency first; within one urgency,
+    /// non-incremental responses (the default) one after the other in stream order, so
+    /// each completes as early as it can, then incremental ones frame by frame in turn.
     pub fn poll_transmit(&mut self, out: &mut Vec<u8>, max: usize) {
         self.take_pending(out);
         if matches!(self.state, State::Failed(_)) {
             return;
         }
         let mut finished = Vec::new();
-        let mut progress = true;
-        while progress {
-            progress = false;
+        let urgencies = self
+            .streams
+            .iter()
+            .filter(|s| s.has_output())
+            .fold(0u8, |m, s| m | 1 << s.priority.urgency);
+        'urgency: for urgency in (0..8u8).filter(|u| urgencies & 1 << u != 0) {
             let n = self.streams.len();
             for k in 0..n {
-                // Room for a frame worth its header, or stop: tiny frames cost the peer more.
-                let room = max.saturating_sub(out.len() + HEADER_LEN);
-                if room < 512.min(max / 2) {
-                    progress = false;
-                    break;
-                }
-                let s = self.streams.at((self.next_stream + k) % n);
-                if !s.has_output() {
+                let p = self.streams.at(k).priority;
+                if p.urgency != urgency || p.incremental {
                     continue;
                 }
-                let len = (s.queued as i64)
-                    .min(self.send_window)
-                    .min(s.send_window)
-                    .min(self.peer_max_frame as i64)
-                    .min(room as i64)
-                    .max(0) as usize;
-                let last = s.end_queued && len == s.queued;
-                if len == 0 && !last {
-                    continue;
+                loop {
+                    match self.data_frame(k, out, max, &mut finished) {
+                        Step::Sent => {}
+                        Step::Blocked => break,
+                        Step::Full => break 'urgency,
+                    }
                 }
-                frame::encode_data_head(out, s.id, len, last);
-                s.take(len, out);
-                s.send_window -= len as i64;
-                self.send_window -= len as i64;
-                progress = true;
-                if last {
-                    s.send_closed = true;
-                    finished.push(s.id);
+            }
+            let mut progress = true;
+            while progress {
+                progress = false;
+                for j in 0..n {
+                    // The turn starts one stream further on each batch.
+                    let k = (self.next_stream + j) % n;
+                    let p = self.streams.at(k).priority;
+                    if p.urgency != urgency || !p.incremental {
+                        continue;
+                    }
+                    match self.data_frame(k, out, max, &mut finished) {
+                        Step::Sent => progress = true,
+                        Step::Blocked => {}
+                        Step::Full => break 'urgency,
+                    }
                 }
             }
         }
-        // The next batch starts one stream further on; within a batch the order holds, so
-        // streams alternate frame by frame.
         self.next_stream = self.next_stream.wrapping_add(1);
         for id in finished {
             self.send_closed(id);
         }
         self.take_pending(out);
+    }
+
+    /// One DATA frame from the `k`th stream, as large as its queue, both windows, the
+    /// peer's frame size and the room left in `out` allow.
+    fn data_frame(
+        &mut self,
+        k: usize,
+        out: &mut Vec<u8>,
+        max: usize,
+        finished: &mut Vec<StreamId>,
+    ) -> Step {
+        // Room for a frame worth its header, or stop: tiny frames cost the peer more.
+        let room = max.saturating_sub(out.len() + HEADER_LEN);
+        if room < 512.min(max / 2) {
+            return Step::Full;
+        }
+        let conn_window = self.send_window;
+        let peer_max_frame = self.peer_max_frame as i64;
+        let s = self.streams.at(k);
+        if !s.has_output() {
+            return Step::Blocked;
+        }
+        let len = (s.queued as i64)
+            .min(conn_window)
+            .min(s.send_window)
+            .min(peer_max_frame)
+            .min(room as i64)
+            .max(0) as usize;
+        let last = s.end_queued && len == s.queued;
+        if len == 0 && !last {
+            return Step::Blocked;
+        }
+        frame::encode_data_head(out, s.id, len, last);
+        s.take(len, out);
+        s.send_window -= len as i64;
+        if last {
+            s.send_closed = true;
+            finished.push(s.id);
+        }
+        self.send_window -= len as i64;
+        if last {
+            Step::Blocked
+        } else {
+            Step::Sent
+        }
     }
 
     /// Data is queued but no window lets any of it out: the driver's send timeout
@@ -152,4 +201,14 @@ impl Connection {
         }
         self.control_queued = 0;
     }
+}
+
+/// What one attempt at a DATA frame did.
+enum Step {
+    /// A frame went out and the stream may have more.
+    Sent,
+    /// The stream has nothing more to send now (done, empty queue, or no window).
+    Blocked,
+    /// `out` is full for this batch.
+    Full,
 }

@@ -545,12 +545,18 @@ fn graceful_goaway_finishes_open_streams() {
     assert!(p.conn.is_closed());
 }
 
-#[test]
-fn data_is_shared_round_robin() {
+/// The DATA frames' stream ids when streams 1 and 3 each answer 40,000 bytes, their
+/// requests carrying these `priority` fields (none for "").
+fn data_order(priorities: [&str; 2]) -> Vec<StreamId> {
     let mut p = Peer::new(Config::default());
     p.feed(&window_update(0, 1 << 20)).unwrap();
-    for id in [1, 3] {
-        p.get(id).unwrap();
+    for (id, priority) in [1, 3].into_iter().zip(priorities) {
+        let mut fields = GET.to_vec();
+        if !priority.is_empty() {
+            fields.push(("priority", priority));
+        }
+        let f = p.headers(id, &fields, true);
+        p.feed(&f).unwrap();
         p.conn
             .send_response(id, StatusCode::OK, &HeaderMap::new(), false)
             .unwrap();
@@ -559,17 +565,31 @@ fn data_is_shared_round_robin() {
             .unwrap();
     }
     p.events();
-    let out = p.output();
-    let order: Vec<StreamId> = out
+    p.output()
         .iter()
         .filter(|f| f.head.kind == frame::DATA)
         .map(|f| f.head.stream)
-        .collect();
-    // Alternating, not one stream's whole window first.
+        .collect()
+}
+
+#[test]
+fn data_follows_rfc9218_priorities() {
+    // The default (u=3, not incremental): one response after the other, in stream order.
+    assert_eq!(data_order(["", ""]), [1, 1, 1, 3, 3, 3]);
+    // Incremental responses share the connection frame by frame.
+    let order = data_order(["i", "u=3, i"]);
     assert!(
-        order.len() > 4 && order[..4].windows(2).all(|w| w[0] != w[1]),
+        order.len() == 6 && order[..4].windows(2).all(|w| w[0] != w[1]),
         "{order:?}"
     );
+    // A lower urgency goes first, whatever the stream order.
+    assert_eq!(data_order(["u=5", "u=1"]), [3, 3, 3, 1, 1, 1]);
+    // Non-incremental before incremental within one urgency.
+    assert_eq!(data_order(["i", ""]), [3, 3, 3, 1, 1, 1]);
+}
+
+#[test]
+fn a_batch_is_bounded_by_max() {
     // A small `max` bounds one batch.
     let mut p = Peer::new(Config::default());
     p.get(1).unwrap();
