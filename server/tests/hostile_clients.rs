@@ -310,3 +310,76 @@ fn an_http2_response_queued_whole_behind_a_zero_window_is_cut_off_too() {
         "a response stalled by a zero window held its connection for 15 s"
     );
 }
+
+/// An HTTP/2 client with small socket buffers that asks for long redirects (HEAD, so
+/// each is one HEADERS frame each way, ours padded) and reads none of the answers, slowly
+/// enough to stay under the stream limit. Returns how many requests went before its
+/// writes stalled, if they did.
+fn h2_asks_without_reading(addr: SocketAddr, max_requests: u32) -> Option<u32> {
+    use rustix::net::{sockopt, AddressFamily, SocketType};
+    let fd: OwnedFd = rustix::net::socket(AddressFamily::INET, SocketType::STREAM, None).unwrap();
+    sockopt::set_socket_recv_buffer_size(&fd, 4096).unwrap();
+    sockopt::set_socket_send_buffer_size(&fd, 4096).unwrap();
+    rustix::net::connect(&fd, &addr).unwrap();
+    let mut s = TcpStream::from(fd);
+    s.set_write_timeout(Some(Duration::from_secs(2))).unwrap();
+    // SETTINGS: HEADER_TABLE_SIZE (0x1) = 0, so no response is shortened by indexing.
+    let mut out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    out.extend_from_slice(&[0, 0, 6, 0x4, 0, 0, 0, 0, 0, 0, 0x1, 0, 0, 0, 0]);
+    // The first request adds its fields to our HPACK table (literal with incremental
+    // indexing): :method HEAD, :path /docs?q..., :authority a; the next index them.
+    let path = format!("/docs?{}", "q".repeat(1000));
+    let rest = path.len() - 127;
+    let mut first = vec![0, 0x42, 4];
+    first.extend_from_slice(b"HEAD");
+    first.extend_from_slice(&[0x86, 0x44, 0x7f, rest as u8 | 0x80, (rest >> 7) as u8]);
+    first.extend_from_slice(path.as_bytes());
+    first.extend_from_slice(&[0x41, 1, b'a']);
+    let frame = |out: &mut Vec<u8>, id: u32, payload: &[u8]| {
+        let len = payload.len() as u32;
+        // END_STREAM | END_HEADERS | PADDED.
+        out.extend_from_slice(&[(len >> 16) as u8, (len >> 8) as u8, len as u8, 0x1, 0xd]);
+        out.extend_from_slice(&id.to_be_bytes());
+        out.extend_from_slice(payload);
+    };
+    frame(&mut out, 1, &first);
+    s.write_all(&out).unwrap();
+    out.clear();
+    // The connection is up before the flood: one read must not hold many batches.
+    std::thread::sleep(Duration::from_millis(200));
+    // 255 bytes of padding; indexed :method HEAD (64), :scheme http, :path (63),
+    // :authority a (62).
+    let mut again = vec![255, 0xc0, 0x86, 0xbf, 0xbe];
+    again.resize(again.len() + 255, 0);
+    let mut id = 3;
+    while id / 2 < max_requests {
+        for _ in 0..8 {
+            frame(&mut out, id, &again);
+            id += 2;
+        }
+        match s.write_all(&out) {
+            Ok(()) => {}
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                return Some(id / 2);
+            }
+            Err(e) => panic!("the server dropped the connection: {e}"),
+        }
+        out.clear();
+        // The server closes these streams as it reads them: a batch at a time stays
+        // under its 128 concurrent streams.
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    None
+}
+
+#[test]
+fn an_http2_client_that_asks_without_reading_is_not_read_on() {
+    let site = sample_site();
+    let srv = Server::start(site.path(), &["--send-timeout", "60s"]);
+    let went = h2_asks_without_reading(srv.addr, 20_000);
+    eprintln!("requests before the client's writes stalled: {went:?}");
+    assert!(
+        went.is_some(),
+        "20,000 requests were read while their responses were not"
+    );
+}

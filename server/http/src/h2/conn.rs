@@ -428,6 +428,13 @@ impl Connection {
         self.settings_unacked == 0
     }
 
+    /// Bytes of frames queued for `poll_transmit` besides DATA (control frames, HEADERS,
+    /// our own 431s): a driver reads no more while these and its unwritten batch are
+    /// large, or a peer that asks without reading grows them without bound.
+    pub fn pending_output(&self) -> usize {
+        self.pending.len()
+    }
+
     /// Open or half-closed streams.
     pub fn active_streams(&self) -> usize {
         self.streams.len()
