@@ -234,26 +234,50 @@ fn the_admin_port_cuts_half_sent_heads_and_caps_its_connections() {
 /// answering SETTINGS and PINGs like a live peer: the stream stalls with the socket
 /// writable. Returns whether the server closed the connection within `limit`.
 fn h2_zero_window_client(addr: SocketAddr, limit: Duration) -> bool {
+    h2_window_client(addr, &["/big.bin"], limit, Duration::ZERO, |_| {})
+}
+
+/// The same, asking for `paths` on streams 1, 3, ..., pausing `pace` after each read
+/// and calling `tick` every 250 ms (to open windows).
+fn h2_window_client(
+    addr: SocketAddr,
+    paths: &[&str],
+    limit: Duration,
+    pace: Duration,
+    mut tick: impl FnMut(&mut TcpStream),
+) -> bool {
     let mut s = TcpStream::connect(addr).unwrap();
     let mut out = Vec::new();
     out.extend_from_slice(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
     // SETTINGS: INITIAL_WINDOW_SIZE (0x4) = 0.
     out.extend_from_slice(&[0, 0, 6, 0x4, 0, 0, 0, 0, 0, 0, 0x4, 0, 0, 0, 0]);
-    // HEADERS on stream 1, END_STREAM | END_HEADERS; HPACK without Huffman:
-    // :method GET, :scheme http, :path /big.bin, :authority a.
-    let block: Vec<u8> = [&[0x82, 0x86, 0x44, 8][..], b"/big.bin", &[0x41, 1], b"a"].concat();
-    out.extend_from_slice(&[0, 0, block.len() as u8, 0x1, 0x5, 0, 0, 0, 1]);
-    out.extend_from_slice(&block);
+    for (k, path) in paths.iter().enumerate() {
+        // HEADERS, END_STREAM | END_HEADERS; HPACK without Huffman:
+        // :method GET, :scheme http, :path, :authority a.
+        let block: Vec<u8> =
+            [&[0x82, 0x86, 0x44, path.len() as u8][..], path.as_bytes(), &[0x41, 1], b"a"].concat();
+        out.extend_from_slice(&[0, 0, block.len() as u8, 0x1, 0x5]);
+        out.extend_from_slice(&(2 * k as u32 + 1).to_be_bytes());
+        out.extend_from_slice(&block);
+    }
     s.write_all(&out).unwrap();
     let deadline = Instant::now() + limit;
+    let mut next_tick = Instant::now();
     let mut buf = Vec::new();
     let mut chunk = [0u8; 16384];
     s.set_read_timeout(Some(Duration::from_millis(200)))
         .unwrap();
     while Instant::now() < deadline {
+        if Instant::now() >= next_tick {
+            tick(&mut s);
+            next_tick += Duration::from_millis(250);
+        }
         match s.read(&mut chunk) {
             Ok(0) => return true,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Ok(n) => {
+                buf.extend_from_slice(&chunk[..n]);
+                std::thread::sleep(pace);
+            }
             Err(e) if e.kind() == ErrorKind::ConnectionReset => return true,
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
             Err(e) => panic!("read: {e}"),
@@ -308,6 +332,40 @@ fn an_http2_response_queued_whole_behind_a_zero_window_is_cut_off_too() {
     assert!(
         h2_zero_window_client(srv.addr, Duration::from_secs(15)),
         "a response stalled by a zero window held its connection for 15 s"
+    );
+}
+
+#[test]
+fn an_http2_response_queued_whole_keeps_its_stall_clock_while_another_stream_moves() {
+    // Stream 1's small response waits whole behind a zero window; stream 3's paced
+    // download has all the window it needs, so the connection is never blocked on flow
+    // control as a whole.
+    let dir = tempfile::tempdir().unwrap();
+    let www = dir.path().join("www");
+    std::fs::create_dir_all(www.join("slow")).unwrap();
+    std::fs::write(www.join("small.txt"), vec![7u8; 1000]).unwrap();
+    std::fs::write(www.join("slow/big.bin"), vec![7u8; 1 << 20]).unwrap();
+    let config = write_config(
+        dir.path(),
+        "limits: { send_timeout: 1s, keepalive_timeout: 60s }\nvirtual_servers:\n  - name: site\n    default: true\n    root: www\n    rules:\n      - match: { prefix: /slow/ }\n        action: { static: {} }\n        bandwidth: { per_connection: 65536 }\n",
+    );
+    let srv = Server::run_config(&config);
+    let mut opened = false;
+    let open = |s: &mut TcpStream| {
+        for stream in [0u32, 3] {
+            let mut f = vec![0, 0, 4, 0x8, 0];
+            f.extend_from_slice(&stream.to_be_bytes());
+            f.extend_from_slice(&(16u32 << 20).to_be_bytes());
+            if !opened {
+                let _ = s.write_all(&f);
+            }
+        }
+        opened = true;
+    };
+    let paths = ["/small.txt", "/slow/big.bin"];
+    assert!(
+        h2_window_client(srv.addr, &paths, Duration::from_secs(6), Duration::ZERO, open),
+        "a stalled stream was hidden by another one moving"
     );
 }
 

@@ -363,6 +363,12 @@ impl Connection {
             .map(|s| s.queued)
     }
 
+    /// Response body bytes queued on all streams and not yet written: a driver bounds
+    /// what the connection holds with it.
+    pub fn queued_data(&self) -> usize {
+        self.streams.iter().map(|s| s.queued).sum()
+    }
+
     /// Abandons a stream (RST_STREAM with `reason`), e.g. when its file cannot be read.
     pub fn reset(&mut self, stream: StreamId, reason: Reason) {
         if self.streams.remove(stream).is_some() {
