@@ -37,6 +37,8 @@ pub enum Error {
     SizeUpdateTooLarge,
     #[error("HPACK table size update after a field")]
     SizeUpdateLate,
+    #[error("HPACK block expands far past the header list size")]
+    ListTooLarge,
 }
 
 /// Decodes an integer with an `prefix`-bit prefix (§5.1) from the start of `buf`: the value
