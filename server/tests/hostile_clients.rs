@@ -254,8 +254,13 @@ fn h2_window_client(
     for (k, path) in paths.iter().enumerate() {
         // HEADERS, END_STREAM | END_HEADERS; HPACK without Huffman:
         // :method GET, :scheme http, :path, :authority a.
-        let block: Vec<u8> =
-            [&[0x82, 0x86, 0x44, path.len() as u8][..], path.as_bytes(), &[0x41, 1], b"a"].concat();
+        let block: Vec<u8> = [
+            &[0x82, 0x86, 0x44, path.len() as u8][..],
+            path.as_bytes(),
+            &[0x41, 1],
+            b"a",
+        ]
+        .concat();
         out.extend_from_slice(&[0, 0, block.len() as u8, 0x1, 0x5]);
         out.extend_from_slice(&(2 * k as u32 + 1).to_be_bytes());
         out.extend_from_slice(&block);
@@ -364,7 +369,13 @@ fn an_http2_response_queued_whole_keeps_its_stall_clock_while_another_stream_mov
     };
     let paths = ["/small.txt", "/slow/big.bin"];
     assert!(
-        h2_window_client(srv.addr, &paths, Duration::from_secs(6), Duration::ZERO, open),
+        h2_window_client(
+            srv.addr,
+            &paths,
+            Duration::from_secs(6),
+            Duration::ZERO,
+            open
+        ),
         "a stalled stream was hidden by another one moving"
     );
 }
