@@ -234,26 +234,55 @@ fn the_admin_port_cuts_half_sent_heads_and_caps_its_connections() {
 /// answering SETTINGS and PINGs like a live peer: the stream stalls with the socket
 /// writable. Returns whether the server closed the connection within `limit`.
 fn h2_zero_window_client(addr: SocketAddr, limit: Duration) -> bool {
+    h2_window_client(addr, &["/big.bin"], limit, Duration::ZERO, |_| {})
+}
+
+/// The same, asking for `paths` on streams 1, 3, ..., pausing `pace` after each read
+/// and calling `tick` every 250 ms (to open windows).
+fn h2_window_client(
+    addr: SocketAddr,
+    paths: &[&str],
+    limit: Duration,
+    pace: Duration,
+    mut tick: impl FnMut(&mut TcpStream),
+) -> bool {
     let mut s = TcpStream::connect(addr).unwrap();
     let mut out = Vec::new();
     out.extend_from_slice(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
     // SETTINGS: INITIAL_WINDOW_SIZE (0x4) = 0.
     out.extend_from_slice(&[0, 0, 6, 0x4, 0, 0, 0, 0, 0, 0, 0x4, 0, 0, 0, 0]);
-    // HEADERS on stream 1, END_STREAM | END_HEADERS; HPACK without Huffman:
-    // :method GET, :scheme http, :path /big.bin, :authority a.
-    let block: Vec<u8> = [&[0x82, 0x86, 0x44, 8][..], b"/big.bin", &[0x41, 1], b"a"].concat();
-    out.extend_from_slice(&[0, 0, block.len() as u8, 0x1, 0x5, 0, 0, 0, 1]);
-    out.extend_from_slice(&block);
+    for (k, path) in paths.iter().enumerate() {
+        // HEADERS, END_STREAM | END_HEADERS; HPACK without Huffman:
+        // :method GET, :scheme http, :path, :authority a.
+        let block: Vec<u8> = [
+            &[0x82, 0x86, 0x44, path.len() as u8][..],
+            path.as_bytes(),
+            &[0x41, 1],
+            b"a",
+        ]
+        .concat();
+        out.extend_from_slice(&[0, 0, block.len() as u8, 0x1, 0x5]);
+        out.extend_from_slice(&(2 * k as u32 + 1).to_be_bytes());
+        out.extend_from_slice(&block);
+    }
     s.write_all(&out).unwrap();
     let deadline = Instant::now() + limit;
+    let mut next_tick = Instant::now();
     let mut buf = Vec::new();
     let mut chunk = [0u8; 16384];
     s.set_read_timeout(Some(Duration::from_millis(200)))
         .unwrap();
     while Instant::now() < deadline {
+        if Instant::now() >= next_tick {
+            tick(&mut s);
+            next_tick += Duration::from_millis(250);
+        }
         match s.read(&mut chunk) {
             Ok(0) => return true,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Ok(n) => {
+                buf.extend_from_slice(&chunk[..n]);
+                std::thread::sleep(pace);
+            }
             Err(e) if e.kind() == ErrorKind::ConnectionReset => return true,
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
             Err(e) => panic!("read: {e}"),
@@ -308,5 +337,118 @@ fn an_http2_response_queued_whole_behind_a_zero_window_is_cut_off_too() {
     assert!(
         h2_zero_window_client(srv.addr, Duration::from_secs(15)),
         "a response stalled by a zero window held its connection for 15 s"
+    );
+}
+
+#[test]
+fn an_http2_response_queued_whole_keeps_its_stall_clock_while_another_stream_moves() {
+    // Stream 1's small response waits whole behind a zero window; stream 3's paced
+    // download has all the window it needs, so the connection is never blocked on flow
+    // control as a whole.
+    let dir = tempfile::tempdir().unwrap();
+    let www = dir.path().join("www");
+    std::fs::create_dir_all(www.join("slow")).unwrap();
+    std::fs::write(www.join("small.txt"), vec![7u8; 1000]).unwrap();
+    std::fs::write(www.join("slow/big.bin"), vec![7u8; 1 << 20]).unwrap();
+    let config = write_config(
+        dir.path(),
+        "limits: { send_timeout: 1s, keepalive_timeout: 60s }\nvirtual_servers:\n  - name: site\n    default: true\n    root: www\n    rules:\n      - match: { prefix: /slow/ }\n        action: { static: {} }\n        bandwidth: { per_connection: 65536 }\n",
+    );
+    let srv = Server::run_config(&config);
+    let mut opened = false;
+    let open = |s: &mut TcpStream| {
+        for stream in [0u32, 3] {
+            let mut f = vec![0, 0, 4, 0x8, 0];
+            f.extend_from_slice(&stream.to_be_bytes());
+            f.extend_from_slice(&(16u32 << 20).to_be_bytes());
+            if !opened {
+                let _ = s.write_all(&f);
+            }
+        }
+        opened = true;
+    };
+    let paths = ["/small.txt", "/slow/big.bin"];
+    assert!(
+        h2_window_client(
+            srv.addr,
+            &paths,
+            Duration::from_secs(6),
+            Duration::ZERO,
+            open
+        ),
+        "a stalled stream was hidden by another one moving"
+    );
+}
+
+/// An HTTP/2 client with small socket buffers that asks for long redirects (HEAD, so
+/// each is one HEADERS frame each way, ours padded) and reads none of the answers, slowly
+/// enough to stay under the stream limit. Returns how many requests went before its
+/// writes stalled, if they did.
+fn h2_asks_without_reading(addr: SocketAddr, max_requests: u32) -> Option<u32> {
+    use rustix::net::{sockopt, AddressFamily, SocketType};
+    let fd: OwnedFd = rustix::net::socket(AddressFamily::INET, SocketType::STREAM, None).unwrap();
+    sockopt::set_socket_recv_buffer_size(&fd, 4096).unwrap();
+    sockopt::set_socket_send_buffer_size(&fd, 4096).unwrap();
+    rustix::net::connect(&fd, &addr).unwrap();
+    let mut s = TcpStream::from(fd);
+    s.set_write_timeout(Some(Duration::from_secs(2))).unwrap();
+    // SETTINGS: HEADER_TABLE_SIZE (0x1) = 0, so no response is shortened by indexing.
+    let mut out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    out.extend_from_slice(&[0, 0, 6, 0x4, 0, 0, 0, 0, 0, 0, 0x1, 0, 0, 0, 0]);
+    // The first request adds its fields to our HPACK table (literal with incremental
+    // indexing): :method HEAD, :path /docs?q..., :authority a; the next index them.
+    let path = format!("/docs?{}", "q".repeat(1000));
+    let rest = path.len() - 127;
+    let mut first = vec![0, 0x42, 4];
+    first.extend_from_slice(b"HEAD");
+    first.extend_from_slice(&[0x86, 0x44, 0x7f, rest as u8 | 0x80, (rest >> 7) as u8]);
+    first.extend_from_slice(path.as_bytes());
+    first.extend_from_slice(&[0x41, 1, b'a']);
+    let frame = |out: &mut Vec<u8>, id: u32, payload: &[u8]| {
+        let len = payload.len() as u32;
+        // END_STREAM | END_HEADERS | PADDED.
+        out.extend_from_slice(&[(len >> 16) as u8, (len >> 8) as u8, len as u8, 0x1, 0xd]);
+        out.extend_from_slice(&id.to_be_bytes());
+        out.extend_from_slice(payload);
+    };
+    frame(&mut out, 1, &first);
+    s.write_all(&out).unwrap();
+    out.clear();
+    // The connection is up before the flood: one read must not hold many batches.
+    std::thread::sleep(Duration::from_millis(200));
+    // 255 bytes of padding; indexed :method HEAD (64), :scheme http, :path (63),
+    // :authority a (62).
+    let mut again = vec![255, 0xc0, 0x86, 0xbf, 0xbe];
+    again.resize(again.len() + 255, 0);
+    let mut id = 3;
+    while id / 2 < max_requests {
+        for _ in 0..8 {
+            frame(&mut out, id, &again);
+            id += 2;
+        }
+        match s.write_all(&out) {
+            Ok(()) => {}
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                return Some(id / 2);
+            }
+            Err(e) => panic!("the server dropped the connection: {e}"),
+        }
+        out.clear();
+        // The server closes these streams as it reads them: a batch at a time stays
+        // under its 128 concurrent streams.
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    None
+}
+
+#[test]
+fn an_http2_client_that_asks_without_reading_is_not_read_on() {
+    let site = sample_site();
+    let srv = Server::start(site.path(), &["--send-timeout", "60s"]);
+    let went = h2_asks_without_reading(srv.addr, 20_000);
+    eprintln!("requests before the client's writes stalled: {went:?}");
+    assert!(
+        went.is_some(),
+        "20,000 requests were read while their responses were not"
     );
 }

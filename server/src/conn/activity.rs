@@ -154,6 +154,9 @@ impl Drop for Busy {
             .retain(|w| !Arc::ptr_eq(w, &self.waiting_since));
         a.last_ended_ms.store(a.now_ms(), Ordering::Relaxed);
         a.in_flight.fetch_sub(1, Ordering::Relaxed);
+        // The watcher may be sleeping toward this request's stall deadline: the
+        // keep-alive one replaces it.
+        a.changed.notify_one();
     }
 }
 
@@ -218,6 +221,24 @@ mod tests {
         );
         drop(slow);
         assert_eq!(watch.await.unwrap(), Verdict::Idle);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_that_ends_while_waiting_starts_the_keepalive_not_the_stall() {
+        let a = Activity::new();
+        let mut busy = a.begin();
+        busy.handed();
+        let watch = {
+            let a = a.clone();
+            tokio::spawn(async move {
+                let t0 = Instant::now();
+                let verdict = a.closes(secs(10), secs(1), secs(30)).await;
+                (verdict, t0.elapsed().as_secs())
+            })
+        };
+        tokio::time::sleep(secs(2)).await;
+        drop(busy);
+        assert_eq!(watch.await.unwrap(), (Verdict::Idle, 3));
     }
 
     #[tokio::test(start_paused = true)]

@@ -69,6 +69,20 @@ impl RecordedBody {
         self.busy = Some(busy);
     }
 
+    /// The request's hold on the connection, kept by a driver past the body's end while
+    /// its last bytes still wait for the peer (HTTP/2).
+    pub fn take_busy(&mut self) -> Option<Busy> {
+        self.busy.take()
+    }
+
+    /// The peer took what was handed, though the next frame is not asked for yet: the
+    /// HTTP/2 driver waits for room on the connection, not for this stream's peer.
+    pub fn taken(&mut self) {
+        if let Some(busy) = &mut self.busy {
+            busy.taken();
+        }
+    }
+
     fn record(&mut self) {
         let Some(p) = self.pending.take() else {
             return;

@@ -363,6 +363,12 @@ impl Connection {
             .map(|s| s.queued)
     }
 
+    /// Response body bytes queued on all streams and not yet written: a driver bounds
+    /// what the connection holds with it.
+    pub fn queued_data(&self) -> usize {
+        self.streams.iter().map(|s| s.queued).sum()
+    }
+
     /// Abandons a stream (RST_STREAM with `reason`), e.g. when its file cannot be read.
     pub fn reset(&mut self, stream: StreamId, reason: Reason) {
         if self.streams.remove(stream).is_some() {
@@ -426,6 +432,13 @@ impl Connection {
     /// may `go_away(Reason::SETTINGS_TIMEOUT)` (RFC 9113 §6.5.3): there is no clock here.
     pub fn settings_acked(&self) -> bool {
         self.settings_unacked == 0
+    }
+
+    /// Bytes of frames queued for `poll_transmit` besides DATA (control frames, HEADERS,
+    /// our own 431s): a driver reads no more while these and its unwritten batch are
+    /// large, or a peer that asks without reading grows them without bound.
+    pub fn pending_output(&self) -> usize {
+        self.pending.len()
     }
 
     /// Open or half-closed streams.

@@ -134,10 +134,9 @@ impl Fields {
         } else {
             let scheme = self.scheme.ok_or("missing :scheme")?;
             let path = self.path.ok_or("missing :path")?;
-            // `*` only for OPTIONS; otherwise an origin-form path.
-            if path.as_str() == "*" && method != Method::OPTIONS
-                || !path.as_str().starts_with(['/', '*'])
-            {
+            // Exactly `*` with OPTIONS (asterisk-form); otherwise an origin-form path.
+            let p = path.as_str();
+            if !(p.starts_with('/') || p == "*" && method == Method::OPTIONS) {
                 return Err("invalid :path for the method");
             }
             // http's Uri has no scheme without an authority.
@@ -257,6 +256,17 @@ mod tests {
         let mut f = GET.to_vec();
         f[3] = (":path", "");
         assert_eq!(request(&f).unwrap_err(), "empty :path");
+        // `*` is for OPTIONS alone (http's parser already refuses any other path
+        // starting with `*`: "invalid :path").
+        let mut f = GET.to_vec();
+        f[3] = (":path", "*");
+        assert_eq!(request(&f).unwrap_err(), "invalid :path for the method");
+        f[3] = (":path", "*/a");
+        assert!(request(&f).is_err());
+        let mut f = GET.to_vec();
+        f[0] = (":method", "OPTIONS");
+        f[3] = (":path", "*");
+        assert_eq!(request(&f).unwrap().uri.path(), "*");
     }
 
     #[test]

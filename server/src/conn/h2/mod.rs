@@ -165,7 +165,9 @@ impl<I: AsyncRead + AsyncWrite + Unpin> Driver<I> {
                 return Poll::Ready(end);
             }
             let mut progress = false;
-            if !self.failed {
+            // Nothing is read while output is backed up (as hyper's h2 waits for the
+            // socket before reading): what the peer asks for must leave first.
+            if !self.failed && self.backlog() < WRITE_BATCH {
                 match self.read(cx) {
                     Poll::Ready(Ok(0)) => return Poll::Ready(End::Drop),
                     Poll::Ready(Ok(_)) => progress = true,
@@ -206,6 +208,11 @@ impl<I: AsyncRead + AsyncWrite + Unpin> Driver<I> {
         // More may be ready: yield to the worker's other connections first.
         cx.waker().wake_by_ref();
         Poll::Pending
+    }
+
+    /// Output not yet written: the batch's rest and the connection's queued frames.
+    fn backlog(&self) -> usize {
+        self.out.len() - self.written + self.conn.pending_output()
     }
 
     /// Starts or ends the flow-control stall clock.

@@ -1,7 +1,7 @@
 //! Request bodies fed from DATA frames, given back to the windows as their reader takes them.
 
 use crate::upstream::ClientBodyError;
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use http::HeaderMap;
 use http_body::{Body, Frame, SizeHint};
 use skiff_http::h2::Reason;
@@ -17,9 +17,16 @@ pub(super) struct Inbound {
     state: Mutex<State>,
 }
 
+/// DATA payloads below this are appended to one buffer (up to `TAIL_MAX`) rather than
+/// queued each on its own: a frame per byte would otherwise cost ~100 bytes of heap each.
+const SMALL: usize = 1024;
+const TAIL_MAX: usize = 4096;
+
 #[derive(Default)]
 struct State {
     chunks: VecDeque<Bytes>,
+    /// Small payloads gathered after `chunks`.
+    tail: BytesMut,
     trailers: Option<HeaderMap>,
     /// END_STREAM (or trailers) arrived.
     ended: bool,
@@ -45,8 +52,16 @@ impl Inbound {
         if s.dropped {
             return false;
         }
-        if !data.is_empty() {
+        if data.len() >= SMALL || s.tail.len() + data.len() > TAIL_MAX {
+            s.flush_tail();
+        }
+        if data.len() >= SMALL {
             s.chunks.push_back(data);
+        } else if !data.is_empty() {
+            if s.tail.capacity() == 0 {
+                s.tail.reserve(TAIL_MAX);
+            }
+            s.tail.extend_from_slice(&data);
         }
         s.ended |= end_stream;
         if !s.driver.as_ref().is_some_and(|w| w.will_wake(driver)) {
@@ -72,7 +87,7 @@ impl Inbound {
     pub fn reset(&self, reason: Reason) -> usize {
         let mut s = self.lock();
         s.reset = Some(reason);
-        let unread: usize = s.chunks.drain(..).map(|c| c.len()).sum();
+        let unread = s.drain();
         let n = unread + std::mem::take(&mut s.consumed);
         if let Some(w) = s.reader.take() {
             w.wake();
@@ -85,8 +100,28 @@ impl Inbound {
     pub fn take_consumed(&self) -> (usize, bool) {
         let mut s = self.lock();
         let n = std::mem::take(&mut s.consumed);
-        let done = s.dropped || s.reset.is_some() || (s.ended && s.chunks.is_empty());
+        let done = s.dropped || s.reset.is_some() || (s.ended && s.is_empty());
         (n, done)
+    }
+}
+
+impl State {
+    fn flush_tail(&mut self) {
+        if !self.tail.is_empty() {
+            let t = self.tail.split().freeze();
+            self.chunks.push_back(t);
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.chunks.is_empty() && self.tail.is_empty()
+    }
+
+    /// Drops what is buffered; returns its length.
+    fn drain(&mut self) -> usize {
+        let n = self.chunks.drain(..).map(|c| c.len()).sum::<usize>() + self.tail.len();
+        self.tail = BytesMut::new();
+        n
     }
 }
 
@@ -134,6 +169,9 @@ impl Body for RequestBody {
                 "the client reset the stream ({reason})"
             )))));
         }
+        if s.chunks.is_empty() {
+            s.flush_tail();
+        }
         if let Some(data) = s.chunks.pop_front() {
             s.consumed += data.len();
             if let Some(w) = &s.driver {
@@ -160,7 +198,7 @@ impl Body for RequestBody {
             None => true,
             Some(i) => {
                 let s = i.lock();
-                s.ended && s.chunks.is_empty() && s.trailers.is_none() && s.reset.is_none()
+                s.ended && s.is_empty() && s.trailers.is_none() && s.reset.is_none()
             }
         }
     }
@@ -181,7 +219,7 @@ impl Drop for RequestBody {
         // What was never read goes back to the windows: the connection's, at least.
         let mut s = inbound.lock();
         s.dropped = true;
-        let unread: usize = s.chunks.drain(..).map(|c| c.len()).sum();
+        let unread = s.drain();
         s.consumed += unread;
         s.trailers = None;
         if let Some(w) = &s.driver {
@@ -228,6 +266,26 @@ mod tests {
         drop(body);
         assert_eq!(inbound.take_consumed(), (4, true));
         assert!(!inbound.push(Bytes::from_static(b"x"), false, &waker));
+    }
+
+    #[tokio::test]
+    async fn tiny_frames_are_gathered_not_queued_one_by_one() {
+        let inbound = Arc::new(Inbound::default());
+        let mut body = RequestBody::new(inbound.clone(), None);
+        let waker = futures_waker();
+        for k in 0..10_000u32 {
+            inbound.push(Bytes::from(vec![k as u8]), false, &waker);
+        }
+        inbound.push(Bytes::from(vec![1u8; 5000]), true, &waker);
+        // 10,000 bytes in three buffers of at most 4 KiB, then the large frame as it came.
+        assert_eq!(inbound.lock().chunks.len(), 4);
+        let mut got = Vec::new();
+        while let Some(f) = body.frame().await {
+            got.extend_from_slice(&f.unwrap().into_data().unwrap());
+        }
+        let want: Vec<u8> = (0..10_000u32).map(|k| k as u8).chain([1; 5000]).collect();
+        assert_eq!(got, want);
+        assert_eq!(inbound.take_consumed(), (15_000, true));
     }
 
     fn futures_waker() -> Waker {

@@ -4,7 +4,7 @@
 // streams, and no stream gets a task of its own.
 use super::request_body::{Inbound, RequestBody};
 use crate::conn::activity::{Activity, Busy};
-use crate::conn::hyper::{handle, H2_STREAM_SEND_BUFFER};
+use crate::conn::hyper::handle;
 use crate::conn::origin::Origin;
 use crate::conn::recorded_body::RecordedBody;
 use crate::state::Shared;
@@ -26,6 +26,10 @@ pub(super) struct Ctx {
     pub activity: Arc<Activity>,
 }
 
+/// Response bytes a connection's streams may have queued together before no body is
+/// polled: zero windows on every stream would otherwise hold a chunk per stream.
+const MAX_QUEUED: usize = 1 << 20;
+
 type Responding = Pin<Box<dyn Future<Output = Response<RecordedBody>> + Send>>;
 
 #[derive(Default)]
@@ -34,6 +38,9 @@ pub(super) struct Streams {
     responding: Vec<(StreamId, Responding)>,
     /// Response bodies with more to send.
     sending: Vec<(StreamId, RecordedBody)>,
+    /// Ended bodies' holds, kept while their last bytes wait in the stream's queue: each
+    /// stream keeps its own stall clock until the peer has taken all of it.
+    draining: Vec<(StreamId, Busy)>,
     /// Request bodies still arriving or not yet given back to the windows.
     inbound: Vec<(StreamId, Arc<Inbound>)>,
 }
@@ -41,7 +48,10 @@ pub(super) struct Streams {
 impl Streams {
     /// Nothing in flight: the connection may give its buffers back.
     pub fn is_empty(&self) -> bool {
-        self.responding.is_empty() && self.sending.is_empty() && self.inbound.is_empty()
+        self.responding.is_empty()
+            && self.sending.is_empty()
+            && self.draining.is_empty()
+            && self.inbound.is_empty()
     }
 
     /// Acts on one event of the connection.
@@ -105,6 +115,7 @@ impl Streams {
     fn reset(&mut self, stream: StreamId, reason: Reason, conn: &mut Connection) {
         self.responding.retain(|(id, _)| *id != stream);
         self.sending.retain(|(id, _)| *id != stream);
+        self.draining.retain(|(id, _)| *id != stream);
         if let Some(k) = self.inbound.iter().position(|(id, _)| *id == stream) {
             let (_, i) = self.inbound.swap_remove(k);
             let unread = i.reset(reason);
@@ -141,18 +152,32 @@ impl Streams {
         progress
     }
 
-    /// Feeds response bodies to the connection while each stream has less than its send
-    /// buffer queued. Returns whether any frame was taken.
+    /// Feeds response bodies to the connection: a stream's body is polled again only
+    /// once its queue is empty, so each poll means the peer took a whole chunk (a byte of
+    /// window at a time keeps no stream alive), and none while the connection has
+    /// `MAX_QUEUED` bytes queued (zero windows on every stream hold no more than that).
+    /// Returns whether any frame was taken.
     pub fn poll_bodies(&mut self, conn: &mut Connection, cx: &mut Context<'_>) -> bool {
+        self.draining
+            .retain(|(id, _)| conn.buffered(*id).is_some_and(|n| n > 0));
+        let mut queued = conn.queued_data();
         let mut progress = false;
         let mut k = 0;
-        while k < self.sending.len() {
+        // Each body is looked at once; one that got data goes to the back of the line, so
+        // streams take turns under the connection's cap.
+        for _ in 0..self.sending.len() {
             let (id, body) = &mut self.sending[k];
+            let mut fed = false;
             let done = loop {
                 match conn.buffered(*id) {
                     None => break true,
-                    Some(n) if n >= H2_STREAM_SEND_BUFFER => break false,
-                    Some(_) => {}
+                    Some(0) if queued < MAX_QUEUED => {}
+                    Some(0) => {
+                        // Its peer took it all: the wait for room is not its stall.
+                        body.taken();
+                        break false;
+                    }
+                    Some(_) => break false,
                 }
                 match Pin::new(&mut *body).poll_frame(cx) {
                     Poll::Pending => break false,
@@ -162,6 +187,8 @@ impl Streams {
                         // today); the body's end ends the stream.
                         if let Ok(data) = frame.into_data() {
                             let end = body.is_end_stream();
+                            queued += data.len();
+                            fed |= !data.is_empty();
                             if conn.send_data(*id, data, end).is_err() || end {
                                 break true;
                             }
@@ -181,7 +208,17 @@ impl Streams {
                 }
             };
             if done {
-                drop(self.sending.swap_remove(k));
+                let (id, mut body) = self.sending.remove(k);
+                // The body (its file) goes; its stall clock stays while bytes wait.
+                if conn.buffered(id).is_some_and(|n| n > 0) {
+                    if let Some(mut busy) = body.take_busy() {
+                        busy.handed();
+                        self.draining.push((id, busy));
+                    }
+                }
+            } else if fed {
+                let e = self.sending.remove(k);
+                self.sending.push(e);
             } else {
                 k += 1;
             }

@@ -501,6 +501,8 @@ impl Connection {
             }
             return Ok(());
         }
+        // Only the last INITIAL_WINDOW_SIZE of a frame is applied: each walks every stream.
+        let mut initial_window = None;
         for (id, value) in settings_params(params) {
             match id {
                 HEADER_TABLE_SIZE => self.encoder.set_peer_table_size(value),
@@ -514,13 +516,7 @@ impl Connection {
                             "INITIAL_WINDOW_SIZE above 2^31-1",
                         ));
                     }
-                    // §6.9.2: every open stream's window moves by the difference.
-                    let delta = value as i64 - self.peer_initial_window as i64;
-                    for s in self.streams.iter_mut() {
-                        s.send_window = grow(s.send_window, delta)
-                            .ok_or(conn_err(Reason::FLOW_CONTROL_ERROR, "window above 2^31-1"))?;
-                    }
-                    self.peer_initial_window = value;
+                    initial_window = Some(value);
                 }
                 MAX_FRAME_SIZE => {
                     if !(frame::DEFAULT_MAX_FRAME_SIZE..=frame::MAX_MAX_FRAME_SIZE).contains(&value)
@@ -536,6 +532,15 @@ impl Connection {
                 // MAX_HEADER_LIST_SIZE is advisory; unknown ones are ignored (§6.5.2).
                 _ => {}
             }
+        }
+        if let Some(value) = initial_window {
+            // §6.9.2: every open stream's window moves by the difference.
+            let delta = value as i64 - self.peer_initial_window as i64;
+            for s in self.streams.iter_mut() {
+                s.send_window = grow(s.send_window, delta)
+                    .ok_or(conn_err(Reason::FLOW_CONTROL_ERROR, "window above 2^31-1"))?;
+            }
+            self.peer_initial_window = value;
         }
         frame::encode_settings_ack(&mut self.pending);
         self.control_queued += HEADER_LEN;

@@ -365,8 +365,12 @@ fn peer_initial_window_changes_move_open_streams() {
     p.feed(&settings(&[(frame::setting::INITIAL_WINDOW_SIZE, 0)]))
         .unwrap();
     assert_eq!(p.output().len(), 1);
-    p.feed(&settings(&[(frame::setting::INITIAL_WINDOW_SIZE, 3)]))
+    // Of several in one frame the last counts (applied once: each walks every stream).
+    use frame::setting::INITIAL_WINDOW_SIZE as IWS;
+    p.feed(&settings(&[(IWS, 3), (IWS, 1 << 20), (IWS, 0)]))
         .unwrap();
+    assert_eq!(p.output().len(), 1);
+    p.feed(&settings(&[(IWS, 1 << 20), (IWS, 3)])).unwrap();
     let out = p.output();
     assert_eq!(
         out[1].frame(),

@@ -27,6 +27,12 @@ pub struct Decoded {
     pub over_limit: bool,
 }
 
+/// How far past `max_list_size` (times it, at least `MIN_EXPANSION` bytes) a block may
+/// expand before it is refused: each indexed name re-inserted is a copy, so a 32 KiB block
+/// of them would copy tens of megabytes. The connection ends, so the table needs no sync.
+const EXPANSION: usize = 4;
+const MIN_EXPANSION: usize = 16 << 10;
+
 pub struct Decoder {
     table: Dynamic,
     /// Our SETTINGS_HEADER_TABLE_SIZE: the most a size update may ask for (§4.2).
@@ -71,6 +77,7 @@ impl Decoder {
             over_limit: false,
         };
         let mut seen_field = false;
+        let budget = max_list_size.saturating_mul(EXPANSION).max(MIN_EXPANSION);
         while pos < block.len() {
             let b = block[pos];
             if b & 0xe0 == 0x20 {
@@ -111,7 +118,9 @@ impl Decoder {
             decoded.list_size = decoded
                 .list_size
                 .saturating_add(n.len() + v.len() + ENTRY_OVERHEAD);
-            if decoded.list_size > max_list_size {
+            if decoded.list_size > budget {
+                return Err(Error::ListTooLarge);
+            } else if decoded.list_size > max_list_size {
                 decoded.over_limit = true;
             } else {
                 field(n, v);

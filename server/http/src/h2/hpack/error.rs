@@ -20,4 +20,6 @@ pub enum Error {
     SizeUpdateTooLarge,
     #[error("HPACK table size update after a field")]
     SizeUpdateLate,
+    #[error("HPACK block expands far past the header list size")]
+    ListTooLarge,
 }

@@ -237,19 +237,40 @@ fn size_updates_before_fields_shrink_the_table() {
 
 #[test]
 fn list_limit_stops_expansion_but_keeps_the_table_in_step() {
-    // One 100-byte entry then 1000 one-byte references to it: 4 KB of block would be
-    // 132 KB of headers.
+    // One 100-byte entry then 300 one-byte references to it: 40 KB of headers, past the
+    // limit, within what is decoded to keep the table in step.
     let mut block = vec![0x40, 0x01, b'x', 0x64];
     block.extend(std::iter::repeat_n(b'v', 100));
-    block.extend(std::iter::repeat_n(0xbe, 1000));
+    block.extend(std::iter::repeat_n(0xbe, 300));
     let mut d = Decoder::new(4096);
     let mut passed = 0;
     let r = d.decode(&block, 16 * 1024, |_, _| passed += 1).unwrap();
     assert!(r.over_limit);
-    assert_eq!(r.list_size, 1001 * 133);
+    assert_eq!(r.list_size, 301 * 133);
     assert_eq!(passed, 16 * 1024 / 133);
     // The entry was still added: the next block can use it.
     assert_eq!(decode_all(&mut d, &[0xbe]).unwrap()[0].0, "x");
+}
+
+#[test]
+fn a_block_that_expands_far_past_the_limit_is_refused_early() {
+    // A 4000-byte name, then 16,000 two-byte re-insertions of it (literal with incremental
+    // indexing, indexed name): each would copy the name into the table, 64 MB in all.
+    let rest = 4000 - 127;
+    let mut block = vec![0x40, 0x7f, 0x80 | (rest & 0x7f) as u8, (rest >> 7) as u8];
+    block.extend(std::iter::repeat_n(b'n', 4000));
+    block.push(0);
+    for _ in 0..16_000 {
+        block.extend_from_slice(&[0x7e, 0]);
+    }
+    let mut d = Decoder::new(4096);
+    let mut fields = 0;
+    let r = d.decode(&block, 16 * 1024, |_, _| fields += 1);
+    assert_eq!(r, Err(Error::ListTooLarge));
+    // Refused at four times the limit: the fields passed on stop at the limit, and the
+    // table holds the last insertion only.
+    assert_eq!(fields, 16 * 1024 / 4032);
+    assert_eq!(d.table_size(), 4032);
 }
 
 #[test]
