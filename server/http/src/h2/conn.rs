@@ -194,6 +194,8 @@ pub struct Connection {
     going_away: Option<StreamId>,
     /// Where the DATA scheduler starts its next round, so no stream starves.
     next_stream: usize,
+    /// DATA payload bytes put out so far (see `data_sent`).
+    data_sent: u64,
 }
 
 impl Connection {
@@ -254,6 +256,7 @@ impl Connection {
             reset_budget: config.reset_budget as i64,
             going_away: None,
             next_stream: 0,
+            data_sent: 0,
             state: State::Preface,
             config,
         }

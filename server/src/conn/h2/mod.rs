@@ -91,6 +91,7 @@ where
         watcher: Some(watcher(&shared, &activity, true)),
         failed: false,
         blocked: None,
+        data_sent: 0,
         ctx,
     };
     let end = poll_fn(|cx| d.poll(cx)).await;
@@ -155,6 +156,8 @@ struct Driver<I> {
     /// Held while response data waits for a window the peer does not open, so the
     /// watcher's send timeout runs (activity.rs) after the bodies themselves are done.
     blocked: Option<Busy>,
+    /// `Connection::data_sent` when the stall clock last looked: DATA leaving restarts it.
+    data_sent: u64,
     ctx: Arc<Ctx>,
 }
 
@@ -215,15 +218,21 @@ impl<I: AsyncRead + AsyncWrite + Unpin> Driver<I> {
         self.out.len() - self.written + self.conn.pending_output()
     }
 
-    /// Starts or ends the flow-control stall clock.
+    /// Starts, restarts or ends the flow-control stall clock. It measures a lack of
+    /// progress: a peer that opens its window in steps we use up within the round is
+    /// blocked at every round's end, yet data moves.
     fn note_blocked(&mut self) {
-        match (self.conn.send_blocked(), self.blocked.is_some()) {
-            (true, false) => {
+        let sent = self.conn.data_sent();
+        let moved = sent != self.data_sent;
+        self.data_sent = sent;
+        match (self.conn.send_blocked(), &mut self.blocked) {
+            (true, None) => {
                 let mut busy = self.ctx.activity.begin();
                 busy.handed();
                 self.blocked = Some(busy);
             }
-            (false, true) => self.blocked = None,
+            (true, Some(busy)) if moved => busy.progressed(),
+            (false, Some(_)) => self.blocked = None,
             _ => {}
         }
     }
