@@ -162,6 +162,8 @@ struct Block {
 
 /// How many recently closed streams are remembered (see `Connection::recent`).
 const RECENT: usize = 32;
+/// How many runs of client stream ids skipped over are remembered (see `skipped`).
+const SKIPPED: usize = 8;
 
 pub struct Connection {
     config: Config,
@@ -175,6 +177,9 @@ pub struct Connection {
     /// Recently closed streams and whether we reset them: frames still in flight for
     /// a stream we reset are ignored, others get STREAM_CLOSED (§5.1).
     recent: VecDeque<(StreamId, bool)>,
+    /// Runs of ids (first, last) the client skipped: HEADERS there go backwards
+    /// (§5.1.1), while other untracked ids below `last_stream` were used and forgotten.
+    skipped: VecDeque<(StreamId, StreamId)>,
     block: Option<Block>,
     events: VecDeque<Event>,
     /// Frames to write, in order: control frames and response HEADERS. DATA is cut from
@@ -242,6 +247,7 @@ impl Connection {
             streams: Streams::default(),
             last_stream: 0,
             recent: VecDeque::new(),
+            skipped: VecDeque::new(),
             block: None,
             events: VecDeque::new(),
             pending,
