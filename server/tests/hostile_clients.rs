@@ -447,6 +447,45 @@ fn an_http2_client_that_opens_its_window_in_small_steps_gets_the_whole_file() {
     );
 }
 
+#[test]
+fn an_idle_http2_connection_whose_goaway_is_not_read_is_dropped_after_a_linger() {
+    // The response leaves the stream queues whole, so the connection turns idle while
+    // most of it still waits in the driver's batch behind small socket buffers; the
+    // client then takes nothing (a byte now and then would defeat the send deadline).
+    let site = tempfile::tempdir().unwrap();
+    std::fs::write(site.path().join("page.bin"), vec![7u8; 60_000]).unwrap();
+    let srv = Server::start(
+        site.path(),
+        &[
+            "--keepalive-timeout",
+            "1s",
+            "--send-timeout",
+            "60s",
+            "--send-buffer-bytes",
+            "4096",
+        ],
+    );
+    use rustix::net::{sockopt, AddressFamily, SocketType};
+    let fd: OwnedFd = rustix::net::socket(AddressFamily::INET, SocketType::STREAM, None).unwrap();
+    sockopt::set_socket_recv_buffer_size(&fd, 4096).unwrap();
+    rustix::net::connect(&fd, &srv.addr).unwrap();
+    let mut s = TcpStream::from(fd);
+    let mut out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    out.extend_from_slice(&[0, 0, 0, 0x4, 0, 0, 0, 0, 0]);
+    // HEADERS, END_STREAM | END_HEADERS: GET http /page.bin, :authority a.
+    let block = [&[0x82, 0x86, 0x44, 9][..], b"/page.bin", &[0x41, 1], b"a"].concat();
+    out.extend_from_slice(&[0, 0, block.len() as u8, 0x1, 0x5, 0, 0, 0, 1]);
+    out.extend_from_slice(&block);
+    s.write_all(&out).unwrap();
+    // Idle after 1 s, then the linger (2 s); the send deadline alone would take 60 s.
+    std::thread::sleep(Duration::from_secs(6));
+    let got = read_until_closed(&mut s, Duration::from_secs(5)).map(|b| b.len());
+    assert!(
+        got.is_some_and(|n| n < 60_000),
+        "the idle connection was kept past its linger (read {got:?} bytes)"
+    );
+}
+
 /// An HTTP/2 client with small socket buffers that asks for long redirects (HEAD, so
 /// each is one HEADERS frame each way, ours padded) and reads none of the answers, slowly
 /// enough to stay under the stream limit. Returns how many requests went before its

@@ -48,6 +48,8 @@ enum End {
 enum Watch {
     Stopping,
     Verdict(Verdict),
+    /// A connection closed for idleness is still open `LINGER` after its GOAWAY.
+    Lingered,
 }
 
 type Watcher = Pin<Box<dyn Future<Output = Watch> + Send>>;
@@ -123,6 +125,15 @@ fn watcher(shared: &Arc<Shared>, activity: &Arc<Activity>, with_shutdown: bool) 
             },
             None => Watch::Verdict(closes.await),
         }
+    })
+}
+
+/// Bounds a connection closed for idleness: the idle deadline has passed (it would fire
+/// on every poll), and a peer that reads a byte now and then defeats the send deadline.
+fn closing() -> Watcher {
+    Box::pin(async {
+        tokio::time::sleep(LINGER).await;
+        Watch::Lingered
     })
 }
 
@@ -239,30 +250,36 @@ impl<I: AsyncRead + AsyncWrite + Unpin> Driver<I> {
 
     /// The deadlines and the shutdown phase.
     fn poll_watcher(&mut self, cx: &mut Context<'_>) -> Option<End> {
-        let w = self.watcher.as_mut()?;
-        let Poll::Ready(watch) = w.as_mut().poll(cx) else {
-            return None;
-        };
-        self.watcher = None;
-        match watch {
-            // GOAWAY, and the streams in flight finish (the process bounds them with its
-            // shutdown grace); the deadlines still hold meanwhile.
-            Watch::Stopping => {
-                self.conn.go_away(Reason::NO_ERROR);
-                self.watcher = Some(watcher(&self.ctx.shared, &self.ctx.activity, false));
-                None
-            }
-            // No stream open: GOAWAY and close once it is written.
-            Watch::Verdict(Verdict::Idle) => {
-                tracing::debug!(peer = %self.ctx.origin.peer, "closing an idle HTTP/2 connection");
-                self.conn.go_away(Reason::NO_ERROR);
-                None
-            }
-            // A stream's data waited the whole send timeout: a graceful close would wait
-            // as long again.
-            Watch::Verdict(Verdict::Stalled) => {
-                tracing::debug!(peer = %self.ctx.origin.peer, "HTTP/2 peer takes no data; dropped");
-                Some(End::Drop)
+        // A watcher armed here is polled at once, so its timer is registered.
+        loop {
+            let w = self.watcher.as_mut()?;
+            let Poll::Ready(watch) = w.as_mut().poll(cx) else {
+                return None;
+            };
+            self.watcher = None;
+            match watch {
+                // GOAWAY, and the streams in flight finish (the process bounds them with
+                // its shutdown grace); the deadlines still hold meanwhile.
+                Watch::Stopping => {
+                    self.conn.go_away(Reason::NO_ERROR);
+                    self.watcher = Some(watcher(&self.ctx.shared, &self.ctx.activity, false));
+                }
+                // No stream open: GOAWAY and close once it is written.
+                Watch::Verdict(Verdict::Idle) => {
+                    tracing::debug!(peer = %self.ctx.origin.peer, "closing an idle HTTP/2 connection");
+                    self.conn.go_away(Reason::NO_ERROR);
+                    self.watcher = Some(closing());
+                }
+                Watch::Lingered => {
+                    tracing::debug!(peer = %self.ctx.origin.peer, "idle HTTP/2 connection outlived its GOAWAY; dropped");
+                    return Some(End::Drop);
+                }
+                // A stream's data waited the whole send timeout: a graceful close would
+                // wait as long again.
+                Watch::Verdict(Verdict::Stalled) => {
+                    tracing::debug!(peer = %self.ctx.origin.peer, "HTTP/2 peer takes no data; dropped");
+                    return Some(End::Drop);
+                }
             }
         }
     }
