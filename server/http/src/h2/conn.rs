@@ -162,6 +162,8 @@ struct Block {
 
 /// How many recently closed streams are remembered (see `Connection::recent`).
 const RECENT: usize = 32;
+/// Bytes of event queue capacity kept once it is drained.
+const KEEP_EVENTS: usize = 8 << 10;
 /// How many runs of client stream ids skipped over are remembered (see `skipped`).
 const SKIPPED: usize = 8;
 
@@ -315,7 +317,12 @@ impl Connection {
 
     /// The next event, in the order the frames arrived.
     pub fn poll_event(&mut self) -> Option<Event> {
-        self.events.pop_front()
+        let ev = self.events.pop_front();
+        // A burst's queue is given back once drained, so an idle connection holds little.
+        if ev.is_none() && self.events.capacity() * std::mem::size_of::<Event>() > KEEP_EVENTS {
+            self.events = VecDeque::new();
+        }
+        ev
     }
 
     /// Queues a response's HEADERS (and CONTINUATIONs past the peer's frame size).
