@@ -234,18 +234,28 @@ fn the_admin_port_cuts_half_sent_heads_and_caps_its_connections() {
 /// answering SETTINGS and PINGs like a live peer: the stream stalls with the socket
 /// writable. Returns whether the server closed the connection within `limit`.
 fn h2_zero_window_client(addr: SocketAddr, limit: Duration) -> bool {
-    h2_window_client(addr, &["/big.bin"], limit, Duration::ZERO, |_| {})
+    h2_window_client(addr, &["/big.bin"], limit, Duration::ZERO, |_| {}).closed
+}
+
+/// What an `h2_window_client` saw.
+struct Seen {
+    /// The server closed the connection.
+    closed: bool,
+    /// DATA payload bytes received, and whether every stream ended.
+    data: usize,
+    ended: bool,
 }
 
 /// The same, asking for `paths` on streams 1, 3, ..., pausing `pace` after each read
-/// and calling `tick` every 250 ms (to open windows).
+/// and calling `tick` every 250 ms (to open windows), until the server closes, every
+/// stream ends or `limit` passes.
 fn h2_window_client(
     addr: SocketAddr,
     paths: &[&str],
     limit: Duration,
     pace: Duration,
     mut tick: impl FnMut(&mut TcpStream),
-) -> bool {
+) -> Seen {
     let mut s = TcpStream::connect(addr).unwrap();
     let mut out = Vec::new();
     out.extend_from_slice(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
@@ -270,24 +280,36 @@ fn h2_window_client(
     let mut next_tick = Instant::now();
     let mut buf = Vec::new();
     let mut chunk = [0u8; 16384];
+    let mut seen = Seen {
+        closed: false,
+        data: 0,
+        ended: false,
+    };
+    let mut open = paths.len();
     s.set_read_timeout(Some(Duration::from_millis(200)))
         .unwrap();
-    while Instant::now() < deadline {
+    while Instant::now() < deadline && open > 0 {
         if Instant::now() >= next_tick {
             tick(&mut s);
             next_tick += Duration::from_millis(250);
         }
         match s.read(&mut chunk) {
-            Ok(0) => return true,
+            Ok(0) => {
+                seen.closed = true;
+                break;
+            }
             Ok(n) => {
                 buf.extend_from_slice(&chunk[..n]);
                 std::thread::sleep(pace);
             }
-            Err(e) if e.kind() == ErrorKind::ConnectionReset => return true,
+            Err(e) if e.kind() == ErrorKind::ConnectionReset => {
+                seen.closed = true;
+                break;
+            }
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
             Err(e) => panic!("read: {e}"),
         }
-        // Answer whole frames: ACK SETTINGS and PINGs; ignore the rest.
+        // Answer whole frames: ACK SETTINGS and PINGs; count DATA and stream ends.
         while buf.len() >= 9 {
             let len =
                 (usize::from(buf[0]) << 16) | (usize::from(buf[1]) << 8) | usize::from(buf[2]);
@@ -297,17 +319,26 @@ fn h2_window_client(
             let (kind, flags) = (buf[3], buf[4]);
             let payload = buf[9..9 + len].to_vec();
             buf.drain(..9 + len);
+            if matches!(kind, 0x0 | 0x1) && flags & 0x1 != 0 {
+                open -= 1;
+            }
             let reply = match (kind, flags & 0x1) {
+                (0x0, _) => {
+                    seen.data += len;
+                    continue;
+                }
                 (0x4, 0) => vec![0, 0, 0, 0x4, 0x1, 0, 0, 0, 0],
                 (0x6, 0) => [&[0, 0, 8, 0x6, 0x1, 0, 0, 0, 0][..], &payload].concat(),
                 _ => continue,
             };
             if s.write_all(&reply).is_err() {
-                return true;
+                seen.closed = true;
+                return seen;
             }
         }
     }
-    false
+    seen.ended = open == 0;
+    seen
 }
 
 #[test]
@@ -375,8 +406,83 @@ fn an_http2_response_queued_whole_keeps_its_stall_clock_while_another_stream_mov
             Duration::from_secs(6),
             Duration::ZERO,
             open
-        ),
+        )
+        .closed,
         "a stalled stream was hidden by another one moving"
+    );
+}
+
+#[test]
+fn an_http2_client_that_opens_its_window_in_small_steps_gets_the_whole_file() {
+    // 10 KiB of window every 250 ms: each grant is used up within the round it arrives
+    // in, so rounds end blocked while a 64 KiB chunk takes 1.6 s to leave, yet data
+    // moves; the download takes about 6 s, well past the 1 s send timeout.
+    let site = tempfile::tempdir().unwrap();
+    std::fs::write(site.path().join("big.bin"), vec![7u8; 256 << 10]).unwrap();
+    let srv = Server::start(
+        site.path(),
+        &["--send-timeout", "1s", "--keepalive-timeout", "60s"],
+    );
+    let grant = |s: &mut TcpStream| {
+        for stream in [0u32, 1] {
+            let mut f = vec![0, 0, 4, 0x8, 0];
+            f.extend_from_slice(&stream.to_be_bytes());
+            f.extend_from_slice(&(10u32 << 10).to_be_bytes());
+            let _ = s.write_all(&f);
+        }
+    };
+    let seen = h2_window_client(
+        srv.addr,
+        &["/big.bin"],
+        Duration::from_secs(20),
+        Duration::from_millis(10),
+        grant,
+    );
+    assert!(
+        seen.ended && !seen.closed && seen.data == 256 << 10,
+        "a slow reader got {} of 256 KiB (closed: {}, ended: {})",
+        seen.data,
+        seen.closed,
+        seen.ended
+    );
+}
+
+#[test]
+fn an_idle_http2_connection_whose_goaway_is_not_read_is_dropped_after_a_linger() {
+    // The response leaves the stream queues whole, so the connection turns idle while
+    // most of it still waits in the driver's batch behind small socket buffers; the
+    // client then takes nothing (a byte now and then would defeat the send deadline).
+    let site = tempfile::tempdir().unwrap();
+    std::fs::write(site.path().join("page.bin"), vec![7u8; 60_000]).unwrap();
+    let srv = Server::start(
+        site.path(),
+        &[
+            "--keepalive-timeout",
+            "1s",
+            "--send-timeout",
+            "60s",
+            "--send-buffer-bytes",
+            "4096",
+        ],
+    );
+    use rustix::net::{sockopt, AddressFamily, SocketType};
+    let fd: OwnedFd = rustix::net::socket(AddressFamily::INET, SocketType::STREAM, None).unwrap();
+    sockopt::set_socket_recv_buffer_size(&fd, 4096).unwrap();
+    rustix::net::connect(&fd, &srv.addr).unwrap();
+    let mut s = TcpStream::from(fd);
+    let mut out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    out.extend_from_slice(&[0, 0, 0, 0x4, 0, 0, 0, 0, 0]);
+    // HEADERS, END_STREAM | END_HEADERS: GET http /page.bin, :authority a.
+    let block = [&[0x82, 0x86, 0x44, 9][..], b"/page.bin", &[0x41, 1], b"a"].concat();
+    out.extend_from_slice(&[0, 0, block.len() as u8, 0x1, 0x5, 0, 0, 0, 1]);
+    out.extend_from_slice(&block);
+    s.write_all(&out).unwrap();
+    // Idle after 1 s, then the linger (2 s); the send deadline alone would take 60 s.
+    std::thread::sleep(Duration::from_secs(6));
+    let got = read_until_closed(&mut s, Duration::from_secs(5)).map(|b| b.len());
+    assert!(
+        got.is_some_and(|n| n < 60_000),
+        "the idle connection was kept past its linger (read {got:?} bytes)"
     );
 }
 

@@ -137,6 +137,15 @@ impl Busy {
         }
     }
 
+    /// The peer took part of what waits: the wait starts over (the deadline only moves
+    /// later, so the watcher needs no wake-up).
+    pub fn progressed(&mut self) {
+        if self.handed {
+            let now = self.activity.now_ms();
+            self.waiting_since.store(now, Ordering::Relaxed);
+        }
+    }
+
     /// hyper came back for the next frame: the peer took the last one.
     pub fn taken(&mut self) {
         if self.handed {

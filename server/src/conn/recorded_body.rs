@@ -83,6 +83,13 @@ impl RecordedBody {
         }
     }
 
+    /// The peer took a good part of what was handed: the wait starts over.
+    pub fn progressed(&mut self) {
+        if let Some(busy) = &mut self.busy {
+            busy.progressed();
+        }
+    }
+
     fn record(&mut self) {
         let Some(p) = self.pending.take() else {
             return;

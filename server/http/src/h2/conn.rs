@@ -162,6 +162,10 @@ struct Block {
 
 /// How many recently closed streams are remembered (see `Connection::recent`).
 const RECENT: usize = 32;
+/// Bytes of event queue capacity kept once it is drained.
+const KEEP_EVENTS: usize = 8 << 10;
+/// How many runs of client stream ids skipped over are remembered (see `skipped`).
+const SKIPPED: usize = 8;
 
 pub struct Connection {
     config: Config,
@@ -175,6 +179,9 @@ pub struct Connection {
     /// Recently closed streams and whether we reset them: frames still in flight for
     /// a stream we reset are ignored, others get STREAM_CLOSED (§5.1).
     recent: VecDeque<(StreamId, bool)>,
+    /// Runs of ids (first, last) the client skipped: HEADERS there go backwards
+    /// (§5.1.1), while other untracked ids below `last_stream` were used and forgotten.
+    skipped: VecDeque<(StreamId, StreamId)>,
     block: Option<Block>,
     events: VecDeque<Event>,
     /// Frames to write, in order: control frames and response HEADERS. DATA is cut from
@@ -194,6 +201,8 @@ pub struct Connection {
     going_away: Option<StreamId>,
     /// Where the DATA scheduler starts its next round, so no stream starves.
     next_stream: usize,
+    /// DATA payload bytes put out so far (see `data_sent`).
+    data_sent: u64,
 }
 
 impl Connection {
@@ -240,6 +249,7 @@ impl Connection {
             streams: Streams::default(),
             last_stream: 0,
             recent: VecDeque::new(),
+            skipped: VecDeque::new(),
             block: None,
             events: VecDeque::new(),
             pending,
@@ -254,6 +264,7 @@ impl Connection {
             reset_budget: config.reset_budget as i64,
             going_away: None,
             next_stream: 0,
+            data_sent: 0,
             state: State::Preface,
             config,
         }
@@ -306,7 +317,12 @@ impl Connection {
 
     /// The next event, in the order the frames arrived.
     pub fn poll_event(&mut self) -> Option<Event> {
-        self.events.pop_front()
+        let ev = self.events.pop_front();
+        // A burst's queue is given back once drained, so an idle connection holds little.
+        if ev.is_none() && self.events.capacity() * std::mem::size_of::<Event>() > KEEP_EVENTS {
+            self.events = VecDeque::new();
+        }
+        ev
     }
 
     /// Queues a response's HEADERS (and CONTINUATIONs past the peer's frame size).

@@ -26,6 +26,8 @@ const READ_BUF: usize = 32 * 1024;
 const WRITE_BATCH: usize = 64 * 1024;
 /// Rounds of read, respond, write in one poll before the task yields to its neighbours.
 const ROUNDS: usize = 16;
+/// Batch buffer capacity kept while streams are open and nothing is being written.
+const KEEP_OUT: usize = 8 * 1024;
 /// How long a closing connection waits for the peer to close after our GOAWAY, so the
 /// GOAWAY is read before a reset (closing with unread input resets the connection).
 const LINGER: Duration = Duration::from_secs(2);
@@ -48,6 +50,8 @@ enum End {
 enum Watch {
     Stopping,
     Verdict(Verdict),
+    /// A connection closed for idleness is still open `LINGER` after its GOAWAY.
+    Lingered,
 }
 
 type Watcher = Pin<Box<dyn Future<Output = Watch> + Send>>;
@@ -91,6 +95,7 @@ where
         watcher: Some(watcher(&shared, &activity, true)),
         failed: false,
         blocked: None,
+        data_sent: 0,
         ctx,
     };
     let end = poll_fn(|cx| d.poll(cx)).await;
@@ -125,6 +130,24 @@ fn watcher(shared: &Arc<Shared>, activity: &Arc<Activity>, with_shutdown: bool) 
     })
 }
 
+/// Bounds a connection closed for idleness: the idle deadline has passed (it would fire
+/// on every poll), and a peer that reads a byte now and then defeats the send deadline.
+fn closing() -> Watcher {
+    Box::pin(async {
+        tokio::time::sleep(LINGER).await;
+        Watch::Lingered
+    })
+}
+
+/// Gives back a written batch buffer: all of it when idle, a burst's size otherwise (a
+/// stream waiting on its window would keep 64 KiB for nothing).
+fn trim(out: &mut Vec<u8>, idle: bool) {
+    out.clear();
+    if idle || out.capacity() > KEEP_OUT {
+        *out = Vec::new();
+    }
+}
+
 /// Half-closes and reads until the peer closes too.
 async fn linger<I: AsyncRead + AsyncWrite + Unpin>(io: &mut I) {
     if io.shutdown().await.is_err() {
@@ -155,6 +178,8 @@ struct Driver<I> {
     /// Held while response data waits for a window the peer does not open, so the
     /// watcher's send timeout runs (activity.rs) after the bodies themselves are done.
     blocked: Option<Busy>,
+    /// `Connection::data_sent` when the stall clock last looked: DATA leaving restarts it.
+    data_sent: u64,
     ctx: Arc<Ctx>,
 }
 
@@ -197,9 +222,9 @@ impl<I: AsyncRead + AsyncWrite + Unpin> Driver<I> {
                 return Poll::Ready(End::Close);
             }
             if !progress {
-                if drained && self.streams.is_empty() && self.conn.active_streams() == 0 {
-                    // Idle: no batch buffer is kept.
-                    self.out = Vec::new();
+                if drained {
+                    let idle = self.streams.is_empty() && self.conn.active_streams() == 0;
+                    trim(&mut self.out, idle);
                     self.written = 0;
                 }
                 return Poll::Pending;
@@ -215,45 +240,57 @@ impl<I: AsyncRead + AsyncWrite + Unpin> Driver<I> {
         self.out.len() - self.written + self.conn.pending_output()
     }
 
-    /// Starts or ends the flow-control stall clock.
+    /// Starts, restarts or ends the flow-control stall clock. It measures a lack of
+    /// progress: a peer that opens its window in steps we use up within the round is
+    /// blocked at every round's end, yet data moves.
     fn note_blocked(&mut self) {
-        match (self.conn.send_blocked(), self.blocked.is_some()) {
-            (true, false) => {
+        let sent = self.conn.data_sent();
+        let moved = sent != self.data_sent;
+        self.data_sent = sent;
+        match (self.conn.send_blocked(), &mut self.blocked) {
+            (true, None) => {
                 let mut busy = self.ctx.activity.begin();
                 busy.handed();
                 self.blocked = Some(busy);
             }
-            (false, true) => self.blocked = None,
+            (true, Some(busy)) if moved => busy.progressed(),
+            (false, Some(_)) => self.blocked = None,
             _ => {}
         }
     }
 
     /// The deadlines and the shutdown phase.
     fn poll_watcher(&mut self, cx: &mut Context<'_>) -> Option<End> {
-        let w = self.watcher.as_mut()?;
-        let Poll::Ready(watch) = w.as_mut().poll(cx) else {
-            return None;
-        };
-        self.watcher = None;
-        match watch {
-            // GOAWAY, and the streams in flight finish (the process bounds them with its
-            // shutdown grace); the deadlines still hold meanwhile.
-            Watch::Stopping => {
-                self.conn.go_away(Reason::NO_ERROR);
-                self.watcher = Some(watcher(&self.ctx.shared, &self.ctx.activity, false));
-                None
-            }
-            // No stream open: GOAWAY and close once it is written.
-            Watch::Verdict(Verdict::Idle) => {
-                tracing::debug!(peer = %self.ctx.origin.peer, "closing an idle HTTP/2 connection");
-                self.conn.go_away(Reason::NO_ERROR);
-                None
-            }
-            // A stream's data waited the whole send timeout: a graceful close would wait
-            // as long again.
-            Watch::Verdict(Verdict::Stalled) => {
-                tracing::debug!(peer = %self.ctx.origin.peer, "HTTP/2 peer takes no data; dropped");
-                Some(End::Drop)
+        // A watcher armed here is polled at once, so its timer is registered.
+        loop {
+            let w = self.watcher.as_mut()?;
+            let Poll::Ready(watch) = w.as_mut().poll(cx) else {
+                return None;
+            };
+            self.watcher = None;
+            match watch {
+                // GOAWAY, and the streams in flight finish (the process bounds them with
+                // its shutdown grace); the deadlines still hold meanwhile.
+                Watch::Stopping => {
+                    self.conn.go_away(Reason::NO_ERROR);
+                    self.watcher = Some(watcher(&self.ctx.shared, &self.ctx.activity, false));
+                }
+                // No stream open: GOAWAY and close once it is written.
+                Watch::Verdict(Verdict::Idle) => {
+                    tracing::debug!(peer = %self.ctx.origin.peer, "closing an idle HTTP/2 connection");
+                    self.conn.go_away(Reason::NO_ERROR);
+                    self.watcher = Some(closing());
+                }
+                Watch::Lingered => {
+                    tracing::debug!(peer = %self.ctx.origin.peer, "idle HTTP/2 connection outlived its GOAWAY; dropped");
+                    return Some(End::Drop);
+                }
+                // A stream's data waited the whole send timeout: a graceful close would
+                // wait as long again.
+                Watch::Verdict(Verdict::Stalled) => {
+                    tracing::debug!(peer = %self.ctx.origin.peer, "HTTP/2 peer takes no data; dropped");
+                    return Some(End::Drop);
+                }
             }
         }
     }
@@ -340,6 +377,18 @@ mod tests {
     /// A connection's task holds its driver (boxed by the caller) for as long as it lives,
     /// idle or not: the state machine and the few handles it needs, no buffers (about
     /// 6.7 KB per idle h2c connection in all, measured, where hyper's took 26 KB).
+    #[test]
+    fn a_written_batch_keeps_no_burst_capacity() {
+        let mut out = vec![0u8; WRITE_BATCH];
+        trim(&mut out, false);
+        assert!(out.capacity() <= KEEP_OUT, "{} bytes kept", out.capacity());
+        let mut small = Vec::with_capacity(4096);
+        trim(&mut small, false);
+        assert_eq!(small.capacity(), 4096, "a small buffer is reused");
+        trim(&mut small, true);
+        assert_eq!(small.capacity(), 0);
+    }
+
     #[test]
     fn the_driver_stays_small() {
         let size = std::mem::size_of::<Driver<tokio::net::TcpStream>>();

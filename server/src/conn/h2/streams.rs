@@ -30,17 +30,22 @@ pub(super) struct Ctx {
 /// polled: zero windows on every stream would otherwise hold a chunk per stream.
 const MAX_QUEUED: usize = 1 << 20;
 
+/// Bytes of a stream's queue that must leave to restart its stall clock: a slow reader
+/// keeps its stream, a peer opening its window a few bytes at a time does not.
+const PROGRESS: usize = 16 * 1024;
+
 type Responding = Pin<Box<dyn Future<Output = Response<RecordedBody>> + Send>>;
 
 #[derive(Default)]
 pub(super) struct Streams {
     /// Handlers still working out a response (a pool's answer, basic auth).
     responding: Vec<(StreamId, Responding)>,
-    /// Response bodies with more to send.
-    sending: Vec<(StreamId, RecordedBody)>,
+    /// Response bodies with more to send, and the stream's queue when its stall clock
+    /// last (re)started.
+    sending: Vec<(StreamId, RecordedBody, usize)>,
     /// Ended bodies' holds, kept while their last bytes wait in the stream's queue: each
     /// stream keeps its own stall clock until the peer has taken all of it.
-    draining: Vec<(StreamId, Busy)>,
+    draining: Vec<(StreamId, Busy, usize)>,
     /// Request bodies still arriving or not yet given back to the windows.
     inbound: Vec<(StreamId, Arc<Inbound>)>,
 }
@@ -114,8 +119,8 @@ impl Streams {
     /// abandoned with them), its request body's reader gets an error.
     fn reset(&mut self, stream: StreamId, reason: Reason, conn: &mut Connection) {
         self.responding.retain(|(id, _)| *id != stream);
-        self.sending.retain(|(id, _)| *id != stream);
-        self.draining.retain(|(id, _)| *id != stream);
+        self.sending.retain(|(id, ..)| *id != stream);
+        self.draining.retain(|(id, ..)| *id != stream);
         if let Some(k) = self.inbound.iter().position(|(id, _)| *id == stream) {
             let (_, i) = self.inbound.swap_remove(k);
             let unread = i.reset(reason);
@@ -146,7 +151,7 @@ impl Streams {
                 .is_ok()
                 && !end
             {
-                self.sending.push((id, body));
+                self.sending.push((id, body, 0));
             }
         }
         progress
@@ -159,14 +164,22 @@ impl Streams {
     /// Returns whether any frame was taken.
     pub fn poll_bodies(&mut self, conn: &mut Connection, cx: &mut Context<'_>) -> bool {
         self.draining
-            .retain(|(id, _)| conn.buffered(*id).is_some_and(|n| n > 0));
+            .retain_mut(|(id, busy, mark)| match conn.buffered(*id) {
+                Some(n) if n > 0 => {
+                    if progressed(n, mark) {
+                        busy.progressed();
+                    }
+                    true
+                }
+                _ => false,
+            });
         let mut queued = conn.queued_data();
         let mut progress = false;
         let mut k = 0;
         // Each body is looked at once; one that got data goes to the back of the line, so
         // streams take turns under the connection's cap.
         for _ in 0..self.sending.len() {
-            let (id, body) = &mut self.sending[k];
+            let (id, body, mark) = &mut self.sending[k];
             let mut fed = false;
             let done = loop {
                 match conn.buffered(*id) {
@@ -177,7 +190,12 @@ impl Streams {
                         body.taken();
                         break false;
                     }
-                    Some(_) => break false,
+                    Some(n) => {
+                        if progressed(n, mark) {
+                            body.progressed();
+                        }
+                        break false;
+                    }
                 }
                 match Pin::new(&mut *body).poll_frame(cx) {
                     Poll::Pending => break false,
@@ -192,6 +210,8 @@ impl Streams {
                             if conn.send_data(*id, data, end).is_err() || end {
                                 break true;
                             }
+                            // The frame restarted its clock (`RecordedBody::poll_frame`).
+                            *mark = conn.buffered(*id).unwrap_or(0);
                         }
                     }
                     Poll::Ready(None) => {
@@ -208,12 +228,12 @@ impl Streams {
                 }
             };
             if done {
-                let (id, mut body) = self.sending.remove(k);
+                let (id, mut body, _) = self.sending.remove(k);
                 // The body (its file) goes; its stall clock stays while bytes wait.
-                if conn.buffered(id).is_some_and(|n| n > 0) {
+                if let Some(n) = conn.buffered(id).filter(|&n| n > 0) {
                     if let Some(mut busy) = body.take_busy() {
                         busy.handed();
-                        self.draining.push((id, busy));
+                        self.draining.push((id, busy, n));
                     }
                 }
             } else if fed {
@@ -243,6 +263,16 @@ impl Streams {
             !done
         });
     }
+}
+
+/// Whether `PROGRESS` bytes of a stream's queue (now `left`) went since `mark`; if so
+/// the mark moves to here.
+fn progressed(left: usize, mark: &mut usize) -> bool {
+    let went = left + PROGRESS <= *mark;
+    if went {
+        *mark = left;
+    }
+    went
 }
 
 /// One request's handler, with the connection's activity held until its body is dropped.

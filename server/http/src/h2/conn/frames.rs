@@ -23,10 +23,12 @@ enum Target {
     New,
     Trailers,
     HalfClosed,
-    /// Reset by us or beyond our GOAWAY: decoded for HPACK, otherwise ignored.
+    /// Reset by us, closed long ago or beyond our GOAWAY: decoded for HPACK, otherwise
+    /// ignored (a late frame sent before our RST_STREAM arrived is legitimate, §5.1).
     Ignored,
+    /// Closed by the peer (or both ends) and still remembered.
     Closed,
-    /// Below the last id yet never used: ids must increase (§5.1.1).
+    /// Below the last id yet skipped by the client: ids must increase (§5.1.1).
     Backwards,
 }
 
@@ -194,6 +196,36 @@ impl Connection {
             .map(|&(_, by_us)| by_us)
     }
 
+    /// A frame on a stream at or below the last that is gone: one we reset, or one
+    /// closed so long ago it is forgotten. Such frames may still be in flight from a
+    /// legitimate peer, so they are dropped without a reset (§5.1, §6.4).
+    fn late(&self, id: StreamId) -> bool {
+        match self.recently(id) {
+            Some(by_us) => by_us,
+            None => {
+                id <= self.last_stream
+                    && !self.streams.contains(id)
+                    && !self.skipped.iter().any(|&(a, b)| (a..=b).contains(&id))
+            }
+        }
+    }
+
+    /// A new client stream: ids skipped on the way stay closed, never used (§5.1.1).
+    fn advance(&mut self, id: StreamId) {
+        let next = if self.last_stream == 0 {
+            1
+        } else {
+            self.last_stream + 2
+        };
+        if id > next {
+            if self.skipped.len() == super::SKIPPED {
+                self.skipped.pop_front();
+            }
+            self.skipped.push_back((next, id - 2));
+        }
+        self.last_stream = id;
+    }
+
     fn continuation(&mut self, fragment: &[u8], end_headers: bool) -> Result<(), Error> {
         let Some(b) = self.block.as_mut() else {
             return Err(conn_err(
@@ -227,18 +259,16 @@ impl Connection {
             ));
         }
         let id = b.stream;
-        let target = match self.streams.get(id) {
-            Some(s) if s.recv_closed => Target::HalfClosed,
-            Some(_) => Target::Trailers,
+        let target = match self.streams.get(id).map(|s| s.recv_closed) {
+            Some(true) => Target::HalfClosed,
+            Some(false) => Target::Trailers,
             None if id > self.last_stream => match self.going_away {
                 Some(last) if id > last => Target::Ignored,
                 _ => Target::New,
             },
-            None => match self.recently(id) {
-                Some(true) => Target::Ignored,
-                Some(false) => Target::Closed,
-                None => Target::Backwards,
-            },
+            None if self.late(id) => Target::Ignored,
+            None if self.recently(id).is_some() => Target::Closed,
+            None => Target::Backwards,
         };
         // Always decoded to the end, whatever becomes of the stream: HPACK state is shared.
         let mut fields = if target == Target::Trailers {
@@ -259,7 +289,7 @@ impl Connection {
         match target {
             Target::Ignored => {
                 if id > self.last_stream {
-                    self.last_stream = id;
+                    self.advance(id);
                     self.remember(id, true);
                 }
                 Ok(())
@@ -279,7 +309,7 @@ impl Connection {
             )),
             Target::Trailers => self.trailers(id, b.end_stream, decoded.over_limit, fields),
             Target::New => {
-                self.last_stream = id;
+                self.advance(id);
                 if b.self_dependent {
                     return Err(Error::stream(
                         id,
@@ -420,7 +450,7 @@ impl Connection {
         let Some(s) = self.streams.get(id).filter(|s| !s.recv_closed) else {
             // Nobody will consume it: given back at once.
             self.release_capacity(0, flow_len as usize);
-            if self.recently(id) == Some(true) {
+            if self.late(id) {
                 return Ok(());
             }
             return Err(Error::stream(

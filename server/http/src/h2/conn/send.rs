@@ -103,6 +103,7 @@ impl Connection {
             finished.push(s.id);
         }
         self.send_window -= len as i64;
+        self.data_sent += len as u64;
         if last {
             Step::Blocked
         } else {
@@ -118,6 +119,12 @@ impl Connection {
             && !self.streams.iter().any(|s| {
                 s.has_output() && (s.queued == 0 || (s.send_window > 0 && self.send_window > 0))
             })
+    }
+
+    /// DATA payload bytes `poll_transmit` has put out on all streams: while it grows the
+    /// peer is taking data, however small its window steps, so a stall clock restarts.
+    pub fn data_sent(&self) -> u64 {
+        self.data_sent
     }
 
     /// Something is ready for `poll_transmit`.

@@ -2,6 +2,7 @@
 //! codecs, feeds them, and parses what comes out.
 
 mod h2spec;
+mod late;
 
 use super::*;
 use crate::h2::frame::{parse, Frame, FLAG_END_HEADERS, FLAG_END_STREAM};

@@ -32,6 +32,9 @@ pub struct Decoded {
 /// of them would copy tens of megabytes. The connection ends, so the table needs no sync.
 const EXPANSION: usize = 4;
 const MIN_EXPANSION: usize = 16 << 10;
+/// Scratch capacity kept between blocks: a burst's larger one is given back, so an idle
+/// connection holds little.
+const KEEP_SCRATCH: usize = 8 << 10;
 
 pub struct Decoder {
     table: Dynamic,
@@ -66,6 +69,24 @@ impl Decoder {
     /// end, so the dynamic table stays in step with the peer's even when fields are
     /// dropped. Names and values are passed as they are; validating them is the caller's.
     pub fn decode(
+        &mut self,
+        block: &[u8],
+        max_list_size: usize,
+        field: impl FnMut(&[u8], &[u8]),
+    ) -> Result<Decoded, Error> {
+        let decoded = self.decode_fields(block, max_list_size, field);
+        if self.scratch.capacity() > KEEP_SCRATCH {
+            self.scratch = Vec::new();
+        }
+        decoded
+    }
+
+    #[cfg(test)]
+    pub(crate) fn scratch_capacity(&self) -> usize {
+        self.scratch.capacity()
+    }
+
+    fn decode_fields(
         &mut self,
         block: &[u8],
         max_list_size: usize,

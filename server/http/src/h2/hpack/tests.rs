@@ -399,3 +399,18 @@ fn random_fields_round_trip_with_a_small_table() {
         assert!(d.table_size() <= 200);
     }
 }
+
+#[test]
+fn a_large_huffman_block_leaves_no_large_scratch() {
+    let mut enc = Encoder::new(4096);
+    let mut block = Vec::new();
+    enc.begin_block(&mut block);
+    let value = "a".repeat(40_000);
+    enc.field(&mut block, b"x-big", value.as_bytes(), Indexing::Never);
+    // Huffman-coded (shorter): decoded through the scratch.
+    assert!(block.len() < value.len());
+    let mut d = Decoder::new(4096);
+    let got = decode_all(&mut d, &block).unwrap();
+    assert_eq!(got[0].1.len(), 40_000);
+    assert!(d.scratch_capacity() <= 8 << 10, "{}", d.scratch_capacity());
+}

@@ -536,3 +536,16 @@ fn ping_flood_without_reading_is_cut_off() {
     let flood: Vec<u8> = f.iter().copied().cycle().take(f.len() * 1000).collect();
     assert_eq!(conn_error(&mut p, &flood), Reason::ENHANCE_YOUR_CALM);
 }
+
+#[test]
+fn a_burst_of_requests_leaves_no_large_event_queue() {
+    let mut p = peer();
+    let mut burst = Vec::new();
+    for k in 0..90 {
+        burst.extend_from_slice(&p.headers(1 + 2 * k, &GET, true));
+    }
+    p.feed(&burst).unwrap();
+    assert_eq!(p.events().len(), 90);
+    let held = p.conn.events.capacity() * std::mem::size_of::<Event>();
+    assert!(held <= KEEP_EVENTS, "{held} bytes of event queue kept");
+}
