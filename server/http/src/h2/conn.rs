@@ -24,6 +24,7 @@
 //! }
 //! ```
 
+mod control;
 mod frames;
 mod send;
 #[cfg(test)]
