@@ -92,12 +92,27 @@ pub async fn cluster() -> Option<Cluster> {
         })
         .clone()
         .unwrap_or_else(|e| panic!("the e2e cluster is not available: {e}"));
+    Some(connect(kubeconfig).await)
+}
+
+/// A connection to the cluster as it is, with no `up` and no image import (for tools run
+/// against a cluster something else brought up, such as scripts/quickstart.sh).
+pub async fn running_cluster() -> Cluster {
+    let kubeconfig = PathBuf::from(
+        run_cluster(&["kubeconfig"])
+            .unwrap_or_else(|e| panic!("{e}"))
+            .trim(),
+    );
+    connect(kubeconfig).await
+}
+
+async fn connect(kubeconfig: PathBuf) -> Cluster {
     let kc = Kubeconfig::read_from(&kubeconfig).expect("read the cluster's kubeconfig");
     let config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
         .await
         .expect("kubeconfig to client config");
     let client = Client::try_from(config).expect("kube client");
-    Some(Cluster { client, kubeconfig })
+    Cluster { client, kubeconfig }
 }
 
 /// Runs `e2e/cluster ARGS`, returning its stdout or its exit status and stderr.

@@ -272,21 +272,30 @@ impl Prometheus {
     }
 
     /// Writes the scrape configs and rule groups (replacing the earlier ones) and reloads.
-    pub async fn configure(&self, scrape_configs: &[Value], rules: &Value) {
+    /// Returns false, without a reload, when both files already hold exactly these.
+    pub async fn configure(&self, scrape_configs: &[Value], rules: &Value) -> bool {
         let dir = prometheus_dir();
         std::fs::create_dir_all(dir.join("rules")).unwrap();
         // JSON is YAML: Prometheus reads both files as written here.
-        let rules_path = dir.join("rules/skiff.yaml");
-        std::fs::write(rules_path.with_extension("tmp"), rules.to_string()).unwrap();
-        std::fs::rename(rules_path.with_extension("tmp"), &rules_path).unwrap();
         let config = json!({
             "global": { "scrape_interval": "5s", "scrape_timeout": "4s", "evaluation_interval": "5s" },
             "rule_files": ["rules/*.yaml"],
             "scrape_configs": scrape_configs,
         });
-        let path = dir.join("prometheus.yml");
-        std::fs::write(path.with_extension("tmp"), config.to_string()).unwrap();
-        std::fs::rename(path.with_extension("tmp"), &path).unwrap();
+        let files = [
+            (dir.join("rules/skiff.yaml"), rules.to_string()),
+            (dir.join("prometheus.yml"), config.to_string()),
+        ];
+        if files
+            .iter()
+            .all(|(path, text)| std::fs::read_to_string(path).ok().as_ref() == Some(text))
+        {
+            return false;
+        }
+        for (path, text) in &files {
+            std::fs::write(path.with_extension("tmp"), text).unwrap();
+            std::fs::rename(path.with_extension("tmp"), path).unwrap();
+        }
         let r = self
             .http
             .post(format!("{PROMETHEUS_URL}/-/reload"))
@@ -299,6 +308,7 @@ impl Prometheus {
             status.is_success(),
             "Prometheus refused the config ({status}): {body}"
         );
+        true
     }
 
     /// GETs `/api/v1/<path>` and returns `data`, or the error Prometheus gave.
