@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The e2e suite on the local cluster, as CI runs it (scripts/test.sh calls this):
-#   1. install the tools (cached), snapshot the host;
+#   1. install the tools (cached), snapshot the host; the quickstart and its `down` (the
+#      host must match the snapshot after it);
 #   2. `cluster up` cold, then again (must be a quick no-op keeping every process);
 #   3. kill every component with SIGKILL, as a stopped session does, and check that `up`
 #      cleans the leftovers and comes back;
@@ -45,6 +46,17 @@ finish() {
 }
 trap finish EXIT
 
+# README's first command on this clean host: the quickstart brings the cluster up, serves
+# what it prints, reruns as a no-op, and its `down` must leave the host as it was.
+step "the quickstart (scripts/quickstart.sh), then its down"
+cargo test -p skiff-e2e --test quickstart -- --nocapture 2>&1 | tee "$work/cargo.log"
+"$E2E/scripts/host-snapshot.sh" >"$work/after-quickstart"
+if ! diff -u "$work/before" "$work/after-quickstart"; then
+  echo "== e2e: the host differs after scripts/quickstart.sh down (diff above)"
+  exit 1
+fi
+step "host restored after the quickstart's down"
+
 step "cluster up (cold)"
 s=$SECONDS; "$CLUSTER" up >/dev/null; step "cluster up took $((SECONDS - s))s"
 pids_before=$(cat "$STATE"/run/*.pid | sort)
@@ -74,6 +86,6 @@ step "memory of the running cluster"
 "$CLUSTER" status | awk '/running/ { rss += $6; print } END { printf "total RSS %d MiB\n", rss }'
 
 step "cargo test -p skiff-e2e"
-cargo test -p skiff-e2e -- --include-ignored --test-threads 1 2>&1 | tee "$work/cargo.log"
+cargo test -p skiff-e2e -- --include-ignored --test-threads 1 2>&1 | tee -a "$work/cargo.log"
 awk '/^test result:/ { p += $4; f += $6 } END { printf "e2e: %d passed, %d failed\n", p, f }' "$work/cargo.log"
 "$CLUSTER" status | awk '/running/ { rss += $6 } END { printf "cluster RSS after the tests: %d MiB\n", rss }'

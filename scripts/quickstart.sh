@@ -160,12 +160,23 @@ install_chart() {
 
 apply_sites() {
   kube get namespace "$SITES_NS" >/dev/null 2>&1 || kube create namespace "$SITES_NS"
-  local f
+  local f sum applied=0
+  mkdir -p "$QS/applied"
   for f in examples/quickstart/*.yaml; do
     # The Django site needs the uWSGI + Django image (e2e/images/django).
     if [ "$(basename "$f")" = blog.yaml ] && [ ! -f target/images/django.oci.tar ]; then continue; fi
+    # A file applied before, unchanged, whose objects all exist, is not applied again: a
+    # repeated server-side apply can still bump a resourceVersion (the apiserver reorders
+    # managedFields once another manager, here the operator's status, has written).
+    sum=$(sha256sum <"$f")
+    if [ "$(cat "$QS/applied/$(basename "$f")" 2>/dev/null)" = "$sum" ] && kube get -f "$f" >/dev/null 2>&1; then
+      continue
+    fi
     kube apply --server-side --field-manager skiff-quickstart -f "$f"
+    echo "$sum" >"$QS/applied/$(basename "$f")"
+    applied=$((applied + 1))
   done
+  [ "$applied" -gt 0 ] || note "unchanged"
 }
 
 # Which sites exist (blog only with its image).
@@ -280,9 +291,10 @@ EOF
     kubectl get pods,hpa -n $SITES_NS
     kubectl get deploy -n $SYSTEM_NS              # the operator (helm release "$RELEASE")
 
-  Prometheus (the dashboards' queries and the alert rules are loaded):
-    $PROMETHEUS_URL/query?g0.expr=sum%20by%20(vhost)%20(rate(skiff_http_requests_total%5B1m%5D))
-    $PROMETHEUS_URL/alerts
+  Prometheus (the dashboards' queries and the alert rules are loaded), its HTTP API:
+    $PROMETHEUS_URL/api/v1/query?query=sum%20by%20(vhost)%20(rate(skiff_http_requests_total%5B1m%5D))
+    $PROMETHEUS_URL/api/v1/alerts
+    $PROMETHEUS_URL/api/v1/targets
   (after adding a VirtualServer, run scripts/quickstart.sh again to scrape it too)
 
   The walk-through: docs/tutorial.md
