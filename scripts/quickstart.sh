@@ -287,9 +287,9 @@ EOF
 
   Use kubectl and helm on it:
     eval "\$(e2e/cluster env)"
-    kubectl get skiffvs -n $SITES_NS              # add -w to watch a change roll out
+    kubectl get skiffvs -n $SITES_NS    # add -w to watch a change roll out
     kubectl get pods,hpa -n $SITES_NS
-    kubectl get deploy -n $SYSTEM_NS              # the operator (helm release "$RELEASE")
+    kubectl get deploy -n $SYSTEM_NS        # the operator (helm release "$RELEASE")
 
   Prometheus (the dashboards' queries and the alert rules are loaded), its HTTP API:
     $PROMETHEUS_URL/api/v1/query?query=sum%20by%20(vhost)%20(rate(skiff_http_requests_total%5B1m%5D))

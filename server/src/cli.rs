@@ -40,9 +40,10 @@ pub enum Command {
     Check(CheckArgs),
     /// Print the JSON Schema of the configuration file.
     ConfigSchema,
-    /// Copy a folder tree (for init containers filling an emptyDir from a content image).
+    /// Copy a folder tree, or one file (for init containers filling an emptyDir from a
+    /// content image).
     CopyTree {
-        /// The folder to copy.
+        /// The folder (or file) to copy.
         src: PathBuf,
         /// Where to copy it (created if missing).
         dst: PathBuf,

@@ -1,6 +1,7 @@
-//! `skiff copy-tree SRC DST`: copies a folder tree (files, folders, symlinks, modes). It
-//! lets a content image with no shell (`FROM scratch`) fill a pod's emptyDir: an init
-//! container runs that image with this binary as its command.
+//! `skiff copy-tree SRC DST`: copies a folder tree (files, folders, symlinks, modes), or
+//! one file. It lets a content image with no shell (`FROM scratch`) fill a pod's emptyDir:
+//! an init container copies this binary out of the skiff image (the one-file form), and
+//! another runs the content image with that copy as its command.
 
 use std::fs;
 use std::io;
@@ -15,18 +16,24 @@ pub struct Copied {
     pub bytes: u64,
 }
 
-/// Copies the contents of `src` into `dst` (created if missing). Existing files are
-/// replaced; symlinks are copied as links, never followed, so a link cannot pull in
-/// files from outside the source tree.
+/// Copies the contents of `src` into `dst` (created if missing), or, when `src` is a
+/// regular file, that file to `dst` with its mode. Existing files are replaced; symlinks
+/// are copied as links, never followed, so a link cannot pull in files from outside the
+/// source tree.
 pub fn copy_tree(src: &Path, dst: &Path) -> io::Result<Copied> {
     let meta = fs::symlink_metadata(src)?;
+    let mut copied = Copied::default();
+    if meta.is_file() {
+        copied.bytes = fs::copy(src, dst)?;
+        copied.files = 1;
+        return Ok(copied);
+    }
     if !meta.is_dir() {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
-            format!("{} is not a folder", src.display()),
+            format!("{} is neither a folder nor a regular file", src.display()),
         ));
     }
-    let mut copied = Copied::default();
     fs::create_dir_all(dst)?;
     walk(src, dst, &mut copied)?;
     Ok(copied)
@@ -121,10 +128,40 @@ mod tests {
     }
 
     #[test]
-    fn refuses_a_source_that_is_not_a_folder() {
-        let f = tempfile::NamedTempFile::new().unwrap();
-        let err = copy_tree(f.path(), Path::new("/tmp/never")).unwrap_err();
-        assert!(err.to_string().contains("is not a folder"));
+    fn copies_one_file_with_its_mode() {
+        // The operator's first init container: `/skiff copy-tree /skiff /tools/skiff`.
+        let src = tempfile::tempdir().unwrap();
+        let dst = tempfile::tempdir().unwrap();
+        let bin = src.path().join("skiff");
+        fs::write(&bin, "\x7fELF").unwrap();
+        fs::set_permissions(&bin, fs::Permissions::from_mode(0o755)).unwrap();
+        let out = dst.path().join("skiff");
+        let copied = copy_tree(&bin, &out).unwrap();
+        assert_eq!(
+            copied,
+            Copied {
+                files: 1,
+                bytes: 4,
+                ..Copied::default()
+            }
+        );
+        assert_eq!(fs::read(&out).unwrap(), b"\x7fELF");
+        assert_eq!(
+            fs::metadata(&out).unwrap().permissions().mode() & 0o777,
+            0o755
+        );
+    }
+
+    #[test]
+    fn refuses_a_source_that_is_neither_a_folder_nor_a_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let link = dir.path().join("link");
+        symlink("/etc/passwd", &link).unwrap();
+        let err = copy_tree(&link, &dir.path().join("out")).unwrap_err();
+        assert!(
+            err.to_string().contains("neither a folder nor a regular file"),
+            "{err}"
+        );
         assert!(copy_tree(Path::new("/nonexistent/skiff"), Path::new("/tmp/never")).is_err());
     }
 }
