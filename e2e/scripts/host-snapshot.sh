@@ -13,7 +13,7 @@ done
 echo "== nftables tables"; nft list tables 2>/dev/null | sort
 echo "== mounts"; findmnt -rn -o TARGET,FSTYPE | sort
 echo "== cluster processes"
-ps -eo args= | grep -E '^(/[^ ]*/)?(etcd|kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kube-proxy|containerd|containerd-shim[^ ]*|coredns|metrics-server|cert-manager-controller|prometheus|/pause|/skiff)( |$)' | sort
+ps -eo args= | grep -E '^(/[^ ]*/)?(etcd|kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kube-proxy|containerd|containerd-shim[^ ]*|coredns|metrics-server|cert-manager-controller|prometheus|prometheus-adapter|/pause|/skiff)( |$)' | sort
 echo "== sysctls"
 for s in net/ipv4/ip_forward net/bridge/bridge-nf-call-iptables; do
   echo "$s=$(cat /proc/sys/$s 2>/dev/null || echo absent)"

@@ -6,10 +6,11 @@
 #   - metrics-server, helm, CoreDNS (go install) and the small CRI client used by teardown;
 #   - cert-manager's controller (wrapper module in e2e/tools/cert-manager) and the CRDs of
 #     cert-manager and the Prometheus Operator;
+#   - prometheus-adapter (wrapper module in e2e/tools/prometheus-adapter);
 #   - Prometheus v3 with only the Kubernetes service discovery (install-prometheus.sh).
 # Go outputs are cached under $SKIFF_E2E_CACHE (default ~/.cache/skiff-e2e), keyed by version
-# (cert-manager's also by a hash of its wrapper), so a second run takes seconds. Prints the
-# directory holding the binaries.
+# (cert-manager's and prometheus-adapter's also by a hash of their wrappers), so a second run
+# takes seconds. Prints the directory holding the binaries.
 set -euo pipefail
 E2E=$(cd "$(dirname "$0")/.." && pwd)
 source "$E2E/scripts/versions.sh"
@@ -112,6 +113,25 @@ if [ ! -x "$cm_out/cert-manager-controller" ]; then
   rm -rf "$cm_out" && mv "$cm_out.tmp" "$cm_out"
 fi
 ln -sfn "$cm_out/cert-manager-controller" "$BIN/cert-manager-controller"
+
+# prometheus-adapter, which serves custom.metrics.k8s.io and external.metrics.k8s.io from
+# Prometheus's queries, built from sigs.k8s.io/prometheus-adapter's cmd/adapter by the
+# wrapper in e2e/tools/prometheus-adapter (its go.sum pins every module of the build, and
+# the binary gets the name e2e/cluster runs). Keyed like cert-manager's: a new pin in
+# versions.sh (with the wrapper's go.mod) or a new Go rebuilds, nothing else does; cold:
+# ~6 min on 2 cores.
+pa_dir=$E2E/tools/prometheus-adapter
+grep -Eq "^(require |[[:space:]]+)sigs.k8s.io/prometheus-adapter $PROMETHEUS_ADAPTER_VERSION\$" "$pa_dir/go.mod" ||
+  { log "$pa_dir/go.mod does not require prometheus-adapter $PROMETHEUS_ADAPTER_VERSION (versions.sh)"; exit 1; }
+pa_out=$CACHE/prometheus-adapter-$PROMETHEUS_ADAPTER_VERSION-$( (go env GOVERSION; cat "$pa_dir"/go.mod "$pa_dir"/go.sum "$pa_dir"/*.go) | sha256sum | cut -c1-12)
+if [ ! -x "$pa_out/prometheus-adapter" ]; then
+  log "building prometheus-adapter $PROMETHEUS_ADAPTER_VERSION (cold: ~6 min on 2 cores)"
+  mkdir -p "$pa_out.tmp"
+  (cd "$pa_dir" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$pa_out.tmp/prometheus-adapter" \
+     sigs.k8s.io/prometheus-adapter/cmd/adapter)
+  rm -rf "$pa_out" && mv "$pa_out.tmp" "$pa_out"
+fi
+ln -sfn "$pa_out/prometheus-adapter" "$BIN/prometheus-adapter"
 
 # Prometheus, which scrapes the cluster through its Kubernetes service discovery.
 "$E2E/scripts/install-prometheus.sh" "$BIN"

@@ -9,3 +9,6 @@ COREDNS_VERSION=v1.14.7
 # the Prometheus Operator's does not.
 CERT_MANAGER_VERSION=v1.21.2
 PROMETHEUS_OPERATOR_VERSION=v0.85.0
+# prometheus-adapter (the custom and external metrics APIs over Prometheus), built from its
+# Go module by the wrapper e2e/tools/prometheus-adapter, whose go.mod requires this version.
+PROMETHEUS_ADAPTER_VERSION=v0.12.0
