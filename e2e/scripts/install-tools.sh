@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Installs everything the local e2e cluster needs, idempotently, on a fresh Debian machine:
-#   - Debian packages: etcd, containerd, runc, CNI plugins, iptables, conntrack, openssl, gcc;
+#   - Debian packages: etcd, containerd, runc, CNI plugins, iptables, conntrack, openssl, gcc,
+#     patch;
 #   - Kubernetes v1.33 binaries built from the Go module proxy (wrapper module in
 #     e2e/tools/k8s) with version ldflags, so `kubectl version` and helm's kubeVersion work;
 #   - metrics-server, helm, CoreDNS (go install) and the small CRI client used by teardown;
 #   - cert-manager's controller (wrapper module in e2e/tools/cert-manager) and the CRDs of
 #     cert-manager and the Prometheus Operator;
 #   - prometheus-adapter (wrapper module in e2e/tools/prometheus-adapter);
-#   - Prometheus v3 with only the Kubernetes service discovery (install-prometheus.sh).
+#   - Prometheus v3 with only the Kubernetes service discovery and its web UI
+#     (install-prometheus.sh; the UI is built with a pinned Node and pnpm from the npm
+#     registry, fetched with npm: Debian's npm is installed when there is no npm).
 # Go outputs are cached under $SKIFF_E2E_CACHE (default ~/.cache/skiff-e2e), keyed by version
 # (cert-manager's and prometheus-adapter's also by a hash of their wrappers), so a second run
 # takes seconds. Prints the directory holding the binaries.
@@ -23,7 +26,7 @@ log() { echo "install-tools: $*" >&2; }
 # --- Debian packages -------------------------------------------------------------------
 need=()
 for pair in etcd:etcd-server containerd:containerd runc:runc iptables:iptables conntrack:conntrack \
-            openssl:openssl gcc:gcc ip:iproute2 curl:curl; do
+            openssl:openssl gcc:gcc ip:iproute2 curl:curl patch:patch; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || need+=("${pair#*:}")
 done
 [ -x /usr/lib/cni/bridge ] || need+=(containernetworking-plugins)
