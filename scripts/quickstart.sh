@@ -291,10 +291,11 @@ EOF
     kubectl get pods,hpa -n $SITES_NS
     kubectl get deploy -n $SYSTEM_NS        # the operator (helm release "$RELEASE")
 
-  Prometheus (the dashboards' queries and the alert rules are loaded), its HTTP API:
-    $PROMETHEUS_URL/api/v1/query?query=sum%20by%20(vhost)%20(rate(skiff_http_requests_total%5B1m%5D))
-    $PROMETHEUS_URL/api/v1/alerts
-    $PROMETHEUS_URL/api/v1/targets
+  Prometheus, with the dashboards' recording rules and the alerts loaded (open in a
+  browser on this machine; the HTTP API is under $PROMETHEUS_URL/api/v1/):
+    $PROMETHEUS_URL/query?g0.expr=sum%20by%20(vhost)%20(rate(skiff_http_requests_total%5B1m%5D))&g0.tab=graph&g0.range_input=15m
+    $PROMETHEUS_URL/targets
+    $PROMETHEUS_URL/alerts
   (after adding a VirtualServer, run scripts/quickstart.sh again to scrape it too)
 
   The walk-through: docs/tutorial.md

@@ -101,7 +101,10 @@ fn installed_versions() -> BTreeMap<String, String> {
 #[tokio::test]
 async fn quickstart_serves_what_it_prints_reruns_as_a_no_op_and_goes_down() {
     if std::env::var("SKIFF_E2E").as_deref() == Ok("skip") {
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "no skipping in CI");
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "no skipping in CI"
+        );
         eprintln!("SKIPPED: SKIFF_E2E=skip is set, so this e2e test did not run");
         return;
     }
@@ -145,7 +148,9 @@ async fn quickstart_serves_what_it_prints_reruns_as_a_no_op_and_goes_down() {
         "the Prometheus URLs are not printed:\n{first}"
     );
     for url in &urls {
-        let (ok, out) = shell(&format!("curl -sS -o /dev/null -w '%{{http_code}}' '{url}'"));
+        let (ok, out) = shell(&format!(
+            "curl -sS -o /dev/null -w '%{{http_code}}' '{url}'"
+        ));
         assert!(ok && out == "200", "{url} answered {out}");
     }
     let prom = Prometheus::new();
@@ -162,7 +167,8 @@ async fn quickstart_serves_what_it_prints_reruns_as_a_no_op_and_goes_down() {
         );
     }
     // And the kubectl command lists the sites, Ready.
-    let (ok, out) = shell(r#"eval "$(e2e/cluster env)" && kubectl get skiffvs -n skiff-quickstart"#);
+    let (ok, out) =
+        shell(r#"eval "$(e2e/cluster env)" && kubectl get skiffvs -n skiff-quickstart"#);
     assert!(ok, "kubectl get skiffvs: {out}");
     for site in ["docs", "shop"] {
         assert!(
@@ -217,7 +223,10 @@ async fn quickstart_serves_what_it_prints_reruns_as_a_no_op_and_goes_down() {
         }
         mode => {
             let (up, out) = shell("e2e/cluster status");
-            assert!(!up, "the cluster the quickstart brought up is still up:\n{out}");
+            assert!(
+                !up,
+                "the cluster the quickstart brought up is still up:\n{out}"
+            );
             assert_eq!(
                 skiff_e2e::state_dir().exists(),
                 mode == "stop",

@@ -159,7 +159,8 @@ mod tests {
         symlink("/etc/passwd", &link).unwrap();
         let err = copy_tree(&link, &dir.path().join("out")).unwrap_err();
         assert!(
-            err.to_string().contains("neither a folder nor a regular file"),
+            err.to_string()
+                .contains("neither a folder nor a regular file"),
             "{err}"
         );
         assert!(copy_tree(Path::new("/nonexistent/skiff"), Path::new("/tmp/never")).is_err());

@@ -3,7 +3,8 @@
 //! - the rule file and its tests are what dashboards/rules/generator/ writes, and the
 //!   chart's copy (charts/skiff/files/skiff-rules.yaml) is the same file;
 //! - every alert's `runbook_url` names a section of docs/runbooks.md;
-//! - `promtool check rules` and `promtool test rules` (dashboards/rules/tests/);
+//! - `promtool check rules` and `promtool test rules` (dashboards/rules/tests/, and
+//!   dashboards/adapter/tests/: the PromQL prometheus-adapter makes of its rules);
 //! - `promtool check metrics` on the /metrics of a real `skiff serve` (served.rs) and of a
 //!   real `skiff-operator`, which serves /metrics on `--listen` with no reachable cluster
 //!   (its KUBECONFIG names a closed loopback port).
@@ -29,6 +30,7 @@ use crate::served::{free_ports, program, run_bounded, target_dir, KeyType, Serve
 pub const RULES: &str = "dashboards/rules/skiff-rules.yaml";
 pub const CHART_COPY: &str = "charts/skiff/files/skiff-rules.yaml";
 const TESTS: &str = "dashboards/rules/tests";
+const ADAPTER_TESTS: &str = "dashboards/adapter/tests";
 const RUNBOOKS: &str = "docs/runbooks.md";
 /// The generators and the files they write.
 pub const GENERATED: [(&str, &str); 2] = [
@@ -182,14 +184,21 @@ fn anchor(heading: &str) -> String {
         .collect()
 }
 
+/// The rule tests: the alerts' and recording rules' (dashboards/rules/tests/), and the
+/// PromQL prometheus-adapter makes of its rules (dashboards/adapter/tests/).
 fn test_files() -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(TESTS)
-        .map(|d| {
-            d.filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
-                .collect()
+    let mut files: Vec<PathBuf> = [TESTS, ADAPTER_TESTS]
+        .iter()
+        .flat_map(|dir| {
+            std::fs::read_dir(dir)
+                .map(|d| {
+                    d.filter_map(|e| e.ok().map(|e| e.path()))
+                        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+                        .collect::<Vec<_>>()
+                })
+                .unwrap_or_default()
         })
-        .unwrap_or_default();
+        .collect();
     files.sort();
     files
 }

@@ -8,7 +8,9 @@ use skiff_e2e::prometheus::{chart_rules, scrape_configs, Prometheus};
 use std::time::Duration;
 
 #[derive(Parser)]
-#[command(about = "Configure the e2e cluster's Prometheus from ServiceMonitors and the chart's rules")]
+#[command(
+    about = "Configure the e2e cluster's Prometheus from ServiceMonitors and the chart's rules"
+)]
 struct Args {
     /// Namespaces whose ServiceMonitors Prometheus scrapes (repeatable).
     #[arg(long = "namespace", required = true)]
@@ -29,7 +31,12 @@ async fn main() {
     let mut configs = Vec::new();
     for ns in &args.namespaces {
         let namespaces: Api<Namespace> = Api::all(cluster.client.clone());
-        if namespaces.get_opt(ns).await.expect("get namespace").is_none() {
+        if namespaces
+            .get_opt(ns)
+            .await
+            .expect("get namespace")
+            .is_none()
+        {
             continue;
         }
         let monitors: Api<DynamicObject> =
@@ -55,7 +62,11 @@ async fn main() {
     let groups = rules["groups"].as_array().map_or(0, Vec::len);
     println!(
         "Prometheus {} {} scrape jobs, all up, and {groups} rule groups",
-        if changed { "reloaded with" } else { "already had" },
+        if changed {
+            "reloaded with"
+        } else {
+            "already had"
+        },
         pools.len()
     );
 }
