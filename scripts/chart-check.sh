@@ -15,7 +15,8 @@ for bad in operator.logFormat=xml operator.image.pullPolicy=Sometimes operator.m
   'networkPolicy.metricsNamespaceSelector.team=a\,b' dashboards.enabled=yes 'dashboards.label.name=not a label' \
   dashboards.label.value=-1 dashboards.namespace=Monitoring \
   prometheusRule.enabled=maybe prometheusRule.forAll=soon prometheusRule.forOverrides.NoSuchAlert=1m \
-  operator.monitor.enabled=maybe operator.monitor.interval=often prometheusRule.runbookBaseUrl=wiki; do
+  operator.monitor.enabled=maybe operator.monitor.interval=often prometheusRule.runbookBaseUrl=wiki \
+  prometheusAdapter.rules.enabled=yes prometheusAdapter.rules.namespace=Monitoring; do
   if "$helm" template skiff "$chart" --set "$bad" >/dev/null 2>&1; then
     echo "chart-check: values.schema.json accepted $bad" >&2
     exit 1
@@ -23,7 +24,7 @@ for bad in operator.logFormat=xml operator.image.pullPolicy=Sometimes operator.m
 done
 render() { "$helm" template skiff "$chart" --namespace skiff "$@"; }
 status=0
-for case in default example monitoring dashboards; do
+for case in default example monitoring dashboards adapter; do
   args=()
   # The example case also names metrics namespaces, to render the operator's flags.
   [ "$case" = example ] && args=(--set example.enabled=true --set crds.enabled=false
@@ -39,6 +40,9 @@ for case in default example monitoring dashboards; do
   [ "$case" = dashboards ] && args=(--set dashboards.enabled=true --set dashboards.label.value=skiff
     --set dashboards.annotations.grafana_folder=Skiff --set dashboards.namespace=monitoring
     --set crds.enabled=false)
+  # The adapter case: prometheus-adapter's rules as a ConfigMap in the adapter's namespace.
+  [ "$case" = adapter ] && args=(--set prometheusAdapter.rules.enabled=true
+    --set prometheusAdapter.rules.namespace=monitoring --set crds.enabled=false)
   if [ "${1:-}" = --bless ]; then
     render "${args[@]}" >"$golden/$case.yaml"
   elif ! diff -u "$golden/$case.yaml" <(render "${args[@]}"); then
@@ -57,5 +61,11 @@ strip = lambda groups: [(g["name"], [{k: v for k, v in r.items() if k != "for"} 
 assert strip(rendered) == strip(source), "the PrometheusRule differs from " + sys.argv[1]
 assert all(r["for"] == "1s" for g in rendered for r in g["rules"] if "alert" in r), "forAll not applied"
 ' "$chart/files/skiff-rules.yaml" || { echo "chart-check: the PrometheusRule is not the rules file" >&2; status=1; }
+# The adapter's ConfigMap holds the rules file as it is.
+render --set prometheusAdapter.rules.enabled=true --show-only templates/prometheus-adapter-rules.yaml |
+  python3 -c '
+import sys, yaml
+assert yaml.safe_load(yaml.safe_load(sys.stdin)["data"]["config.yaml"]) == yaml.safe_load(open(sys.argv[1]))
+' "$chart/files/prometheus-adapter-rules.yaml" || { echo "chart-check: the adapter ConfigMap is not the rules file" >&2; status=1; }
 [ $status = 0 ] && echo "chart: lint, schema and golden renderings ok"
 exit $status

@@ -130,8 +130,15 @@ pub fn serve(
                 s.metrics.cache_bytes.set(s.cache.weight() as i64);
                 // Only the live generation's pools are reported.
                 s.metrics.upstream_endpoints.clear();
+                s.metrics.upstream_workers.clear();
                 for pool in &s.app.load().pools {
                     let (up, down) = pool.endpoint_states();
+                    if let Some(workers) = pool.workers {
+                        s.metrics
+                            .upstream_workers
+                            .get_or_create(&crate::metrics::PoolLabels { pool: pool.name })
+                            .set(up as i64 * i64::from(workers));
+                    }
                     for (state, n) in [("up", up), ("down", down)] {
                         s.metrics
                             .upstream_endpoints

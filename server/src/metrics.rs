@@ -113,6 +113,8 @@ pub struct Metrics {
     pub upstream_failures: Family<PoolReasonLabels, Counter>,
     /// Endpoints by passive-health state, sampled at scrape time.
     pub upstream_endpoints: Family<PoolStateLabels, Gauge>,
+    /// Workers behind the endpoints up (pools with `workers` only), sampled at scrape time.
+    pub upstream_workers: Family<PoolLabels, Gauge>,
     /// bcrypt runs for basic auth, by result: success, wrong_password, unknown_user.
     pub auth_verifications: Family<ResultLabels, Counter>,
     /// Basic-auth verifications waiting for a slot in the verification pool or running.
@@ -246,6 +248,12 @@ impl Metrics {
             "Pool endpoints by state: up, or down after max_fails failures",
             upstream_endpoints.clone(),
         );
+        let upstream_workers = Family::<PoolLabels, Gauge>::default();
+        registry.register(
+            "upstream_workers",
+            "Backend workers of each pool that declares its workers per endpoint: that number times the endpoints up (the capacity a busy ratio divides active requests by)",
+            upstream_workers.clone(),
+        );
         let auth_verifications = Family::<ResultLabels, Counter>::default();
         registry.register(
             "auth_verifications",
@@ -315,6 +323,7 @@ impl Metrics {
             upstream_active,
             upstream_failures,
             upstream_endpoints,
+            upstream_workers,
             auth_verifications,
             auth_verifications_pending,
             tls_handshakes,

@@ -549,11 +549,16 @@ fn killing_a_backend_under_load_fails_only_requests_in_flight_to_it() {
     let config = write_config(
         dir.path(),
         &format!(
-            "access_log: {{ format: off }}\nvirtual_servers:\n  - name: api\n    default: true\n    root: .\n    rules:\n      - action: {{ proxy: {{ pool: api }} }}\npools:\n  - {{ name: api, protocol: http, endpoints: [{}], max_fails: 1, fail_timeout: 30s }}\n",
+            "access_log: {{ format: off }}\nvirtual_servers:\n  - name: api\n    default: true\n    root: .\n    rules:\n      - action: {{ proxy: {{ pool: api }} }}\npools:\n  - {{ name: api, protocol: http, endpoints: [{}], max_fails: 1, fail_timeout: 30s, workers: 4 }}\n",
             endpoints.join(", ")
         ),
     );
     let srv = Server::run_config(&config);
+    // The capacity the busy ratio divides by: 4 workers behind each of 3 endpoints up.
+    assert_eq!(
+        srv.metric("skiff_upstream_workers{pool=\"api\"}"),
+        Some(12.0)
+    );
     let wrk = Command::new("wrk")
         .args(["-t1", "-c8", "-d4s", &srv.url("/")])
         .stdout(Stdio::piped())
@@ -587,6 +592,11 @@ fn killing_a_backend_under_load_fails_only_requests_in_flight_to_it() {
     assert_eq!(
         srv.metric("skiff_upstream_endpoints{pool=\"api\",state=\"down\"}"),
         Some(1.0)
+    );
+    // The endpoint down no longer counts: 4 workers behind each of the 2 left.
+    assert_eq!(
+        srv.metric("skiff_upstream_workers{pool=\"api\"}"),
+        Some(8.0)
     );
 }
 

@@ -23,7 +23,7 @@ mkdir -p "$rootfs/usr/share/zoneinfo/Etc"
 cp /usr/share/zoneinfo/Etc/UTC "$rootfs/usr/share/zoneinfo/Etc/UTC"
 cp /usr/share/zoneinfo/Etc/UTC "$rootfs/usr/share/zoneinfo/UTC"
 cp "$here/php-fpm.conf" "$rootfs/etc/php-fpm.conf"
-cp "$here/index.php" "$rootfs/var/www/html/index.php"
+cp "$here/index.php" "$here/sleep.php" "$rootfs/var/www/html/"
 cp "$root/images/skiff/passwd" "$rootfs/etc/passwd"
 cp "$root/images/skiff/group" "$rootfs/etc/group"
 python3 "$root/images/oci_image.py" "$rootfs" "${PHP_FPM_IMAGE:-localhost/skiff/e2e-php-fpm:dev}" \

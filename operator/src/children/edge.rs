@@ -2,14 +2,10 @@
 //! in front of them, their HPA and PodDisruptionBudget, and the metrics Service.
 
 use super::{labels, metadata, metadata_labelled, selector_labels, DEFAULT_IMAGE};
-use crate::crd::{Autoscaling, Placement, Pool, VirtualServer};
+use crate::crd::{Placement, Pool, VirtualServer};
 use crate::render::{self, Rendered};
 use k8s_openapi::api::apps::v1::{
     Deployment, DeploymentSpec, DeploymentStrategy, RollingUpdateDeployment,
-};
-use k8s_openapi::api::autoscaling::v2::{
-    CrossVersionObjectReference, HorizontalPodAutoscaler, HorizontalPodAutoscalerSpec, MetricSpec,
-    MetricTarget, ResourceMetricSource,
 };
 use k8s_openapi::api::core::v1::{
     Capabilities, ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource,
@@ -291,41 +287,9 @@ pub fn service(vs: &VirtualServer) -> Service {
     }
 }
 
-/// The edge HPA, when autoscaling is on.
-pub fn autoscaler(vs: &VirtualServer) -> Option<HorizontalPodAutoscaler> {
-    let a = vs.spec.autoscaling.as_ref()?;
-    Some(cpu_autoscaler(metadata(vs, &vs.name_any()), a))
-}
-
-/// An HPA scaling the Deployment of the same name on CPU utilization.
-pub(super) fn cpu_autoscaler(metadata: ObjectMeta, a: &Autoscaling) -> HorizontalPodAutoscaler {
-    let target = metadata.name.clone().unwrap_or_default();
-    HorizontalPodAutoscaler {
-        metadata,
-        spec: Some(HorizontalPodAutoscalerSpec {
-            scale_target_ref: CrossVersionObjectReference {
-                api_version: Some("apps/v1".into()),
-                kind: "Deployment".into(),
-                name: target,
-            },
-            min_replicas: Some(a.min_replicas),
-            max_replicas: a.max_replicas,
-            metrics: Some(vec![MetricSpec {
-                type_: "Resource".into(),
-                resource: Some(ResourceMetricSource {
-                    name: "cpu".into(),
-                    target: MetricTarget {
-                        type_: "Utilization".into(),
-                        average_utilization: Some(a.target_cpu_utilization),
-                        ..Default::default()
-                    },
-                }),
-                ..Default::default()
-            }]),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
+/// The metadata of the edge objects named after the VirtualServer.
+pub(super) fn metadata_of(vs: &VirtualServer) -> ObjectMeta {
+    metadata(vs, &vs.name_any())
 }
 
 /// Keeps one edge pod serving through voluntary disruptions (node drains).

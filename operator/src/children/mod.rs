@@ -4,6 +4,7 @@
 //! theirs), and the cert-manager Certificate and Prometheus ServiceMonitor. Building them calls no API; the controller
 //! server-side applies them with one field manager.
 
+mod autoscaler;
 mod edge;
 mod network_policy;
 mod pool;
@@ -23,11 +24,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::{Resource, ResourceExt};
 use std::collections::BTreeMap;
 
-pub use edge::{autoscaler, config_map, deployment, disruption_budget, metrics_service, service};
+pub use autoscaler::{autoscaler, pool_autoscaler};
+pub use edge::{config_map, deployment, disruption_budget, metrics_service, service};
 pub use network_policy::{
     edge_network_policy, parse_labels, pool_network_policy, NetworkPolicyConfig,
 };
-pub use pool::{pool_autoscaler, pool_deployment, pool_service, pooled};
+pub use pool::{pool_deployment, pool_service, pooled};
 pub use third_party::{
     certificate, service_monitor, Certificate, ClusterIssuer, Issuer, ServiceMonitor,
 };

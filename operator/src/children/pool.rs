@@ -2,15 +2,15 @@
 //! edge resolves, and its HPA.
 
 use super::edge::{
-    container_port, cpu_autoscaler, env, match_labels, non_empty, requirements, surge_one_at_a_time,
+    container_port, env, match_labels, non_empty, requirements, surge_one_at_a_time,
 };
 use super::{labels, metadata_labelled, POOL_LABEL};
 use crate::crd::{Placement, Pool, VirtualServer};
 use crate::render;
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
-use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::{
-    Container, PodSpec, PodTemplateSpec, Probe, Service, ServicePort, ServiceSpec, TCPSocketAction,
+    Container, Lifecycle, LifecycleHandler, PodSpec, PodTemplateSpec, Probe, Service, ServicePort,
+    ServiceSpec, SleepAction, TCPSocketAction,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -19,6 +19,12 @@ use std::collections::BTreeMap;
 
 /// The port a backend listens on when the pool names none.
 const DEFAULT_PORT: u16 = 9000;
+/// The preStop pause of a pool pod: the pod has left the headless Service's endpoints,
+/// and this outlasts CoreDNS's 5 s cache plus the edge's 5 s re-resolution, so no new
+/// request reaches it after.
+const POOL_DRAIN_SECONDS: i64 = 12;
+/// Then the time its requests in flight have to finish after the stop signal.
+const POOL_FINISH_SECONDS: i64 = 30;
 
 /// The port a pool's backend listens on.
 pub(super) fn backend_port(p: &Pool) -> u16 {
@@ -43,7 +49,7 @@ pub fn pool_labels(vs: &VirtualServer, pool: &str) -> BTreeMap<String, String> {
     ])
 }
 
-fn pool_metadata(vs: &VirtualServer, pool: &str) -> ObjectMeta {
+pub(super) fn pool_metadata(vs: &VirtualServer, pool: &str) -> ObjectMeta {
     let name = render::pool_workload_name(&vs.name_any(), pool);
     metadata_labelled(vs, &name, POOL_LABEL, pool)
 }
@@ -68,6 +74,17 @@ pub fn pool_deployment(vs: &VirtualServer, p: &Pool) -> Deployment {
         resources: Some(p.resources.clone().unwrap_or_else(|| {
             requirements([("cpu", "100m"), ("memory", "64Mi")], None::<[_; 0]>)
         })),
+        // A pod leaving (scale-down, rollout) keeps serving until every edge pod has
+        // stopped sending to it, then gets its stop signal.
+        lifecycle: Some(Lifecycle {
+            pre_stop: Some(LifecycleHandler {
+                sleep: Some(SleepAction {
+                    seconds: POOL_DRAIN_SECONDS,
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
         ..Default::default()
     };
     Deployment {
@@ -83,6 +100,9 @@ pub fn pool_deployment(vs: &VirtualServer, p: &Pool) -> Deployment {
                 }),
                 spec: Some(PodSpec {
                     enable_service_links: Some(false),
+                    termination_grace_period_seconds: Some(
+                        POOL_DRAIN_SECONDS + POOL_FINISH_SECONDS,
+                    ),
                     containers: vec![container],
                     ..Default::default()
                 }),
@@ -111,10 +131,4 @@ pub fn pool_service(vs: &VirtualServer, p: &Pool) -> Service {
         }),
         ..Default::default()
     }
-}
-
-/// A `placement: pool` backend's HPA, when it autoscales.
-pub fn pool_autoscaler(vs: &VirtualServer, p: &Pool) -> Option<HorizontalPodAutoscaler> {
-    let a = p.autoscaling.as_ref()?;
-    Some(cpu_autoscaler(pool_metadata(vs, &p.name), a))
 }

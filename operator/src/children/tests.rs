@@ -151,6 +151,108 @@ fn pool_placement_gets_its_own_deployment_headless_service_and_hpa() {
     assert_eq!(hpa.spec.unwrap().scale_target_ref.name, "shop-php");
 }
 
+/// The HPA's metrics, as JSON.
+fn hpa_metrics(
+    hpa: Option<k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler>,
+) -> Vec<Value> {
+    serde_json::to_value(hpa.expect("an HPA")).unwrap()["spec"]["metrics"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+#[test]
+fn a_pool_with_known_workers_scales_on_its_busy_ratio_and_cpu_only_when_named() {
+    let v = vs(json!({
+        "hosts": ["shop.example"], "content": { "configMap": "site" },
+        "pools": [
+            { "name": "php", "protocol": "fastcgi", "image": "php-fpm:8", "workers": 2,
+              "autoscaling": { "minReplicas": 1, "maxReplicas": 5,
+                "behavior": { "scaleDown": { "stabilizationWindowSeconds": 30 } } } },
+            { "name": "both", "protocol": "fastcgi", "image": "php-fpm:8", "workers": 4,
+              "autoscaling": { "minReplicas": 1, "maxReplicas": 5, "targetBusyRatio": 0.5,
+                "targetCpuUtilization": 80 } },
+            { "name": "cpu", "protocol": "fastcgi", "image": "php-fpm:8",
+              "autoscaling": { "minReplicas": 1, "maxReplicas": 5 } },
+            { "name": "wsgi", "protocol": "uwsgi", "image": "uwsgi:2",
+              "args": ["--socket", ":9000", "--processes", "3"],
+              "autoscaling": { "minReplicas": 1, "maxReplicas": 5 } }
+        ]
+    }));
+    let pools: Vec<_> = pooled(&v).collect();
+    let php = pool_autoscaler(&v, pools[0]);
+    let behavior = serde_json::to_value(&php).unwrap()["spec"]["behavior"].clone();
+    assert_eq!(behavior["scaleDown"]["stabilizationWindowSeconds"], 30);
+    let m = hpa_metrics(php);
+    assert_eq!(m.len(), 1, "busy ratio only: {m:?}");
+    assert_eq!(m[0]["type"], "External");
+    assert_eq!(m[0]["external"]["metric"]["name"], "skiff_pool_busy_ratio");
+    assert_eq!(
+        m[0]["external"]["metric"]["selector"]["matchLabels"],
+        json!({ "virtualserver": "shop", "pool": "php" })
+    );
+    assert_eq!(
+        m[0]["external"]["target"],
+        json!({ "type": "Value", "value": "700m" })
+    );
+    let m = hpa_metrics(pool_autoscaler(&v, pools[1]));
+    assert_eq!(m[0]["external"]["target"]["value"], "500m");
+    assert_eq!(m[1]["resource"]["target"]["averageUtilization"], 80);
+    let m = hpa_metrics(pool_autoscaler(&v, pools[2]));
+    assert_eq!(m.len(), 1, "no workers known: CPU at 70 %");
+    assert_eq!(m[0]["resource"]["target"]["averageUtilization"], 70);
+    assert_eq!(pools[3].known_workers(), Some(3), "uWSGI's --processes");
+    assert_eq!(
+        hpa_metrics(pool_autoscaler(&v, pools[3]))[0]["type"],
+        "External"
+    );
+}
+
+#[test]
+fn the_edge_farm_scales_on_cpu_requests_per_second_and_its_sidecars_busy_ratio() {
+    let v = vs(json!({
+        "hosts": ["blog.example"], "content": { "configMap": "site" },
+        "autoscaling": { "minReplicas": 2, "maxReplicas": 8, "targetRequestsPerSecond": 500 },
+        "pools": [
+            { "name": "django", "protocol": "uwsgi", "image": "uwsgi:2", "placement": "sidecar",
+              "socket": "django.sock", "args": ["--processes=4"] },
+            { "name": "unknown", "protocol": "uwsgi", "image": "uwsgi:2", "placement": "sidecar",
+              "socket": "other.sock" }
+        ]
+    }));
+    let m = hpa_metrics(autoscaler(&v));
+    assert_eq!(m.len(), 3, "{m:?}");
+    assert_eq!(m[0]["resource"]["target"]["averageUtilization"], 70);
+    assert_eq!(
+        m[1]["pods"]["metric"]["name"],
+        "skiff_http_requests_per_second"
+    );
+    assert_eq!(
+        m[1]["pods"]["target"],
+        json!({ "type": "AverageValue", "averageValue": "500" })
+    );
+    assert_eq!(
+        m[2]["external"]["metric"]["selector"]["matchLabels"]["pool"],
+        "django"
+    );
+}
+
+#[test]
+fn pool_pods_drain_before_their_stop_signal() {
+    let v = vs(json!({
+        "hosts": ["shop.example"], "content": { "configMap": "site" },
+        "pools": [{ "name": "php", "protocol": "fastcgi", "image": "php-fpm:8" }]
+    }));
+    let d = pool_deployment(&v, pooled(&v).next().unwrap());
+    let spec = pod_spec(&d);
+    let sleep = spec["containers"][0]["lifecycle"]["preStop"]["sleep"]["seconds"]
+        .as_i64()
+        .unwrap();
+    // Longer than CoreDNS's cache and the edge's re-resolution (5 s each).
+    assert!(sleep > 10, "{sleep}");
+    assert!(spec["terminationGracePeriodSeconds"].as_i64().unwrap() > sleep);
+}
+
 #[test]
 fn certificate_covers_every_host_from_the_issuer() {
     let v = vs(json!({

@@ -6,6 +6,7 @@ use super::rules::Rule;
 use super::slo::Slo;
 use super::status::VirtualServerStatus;
 use super::tls::Tls;
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscalerBehavior;
 use k8s_openapi::api::core::v1::ResourceRequirements;
 use kube::CustomResource;
 use schemars::JsonSchema;
@@ -200,9 +201,36 @@ pub struct Pool {
     /// CPU and memory of the backend container.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<ResourceRequirements>,
+    /// Worker processes in each backend pod (php-fpm's `pm.max_children`, uWSGI's
+    /// `--processes`): the capacity of the busy ratio pools scale on. When unset, read from
+    /// uWSGI's `--processes`, `-p` or `--workers` in `args`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub workers: Option<u32>,
     /// Autoscaling of a `pool` placement.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub autoscaling: Option<Autoscaling>,
+}
+
+impl Pool {
+    /// `workers`, or the process count in a uWSGI pool's `args`.
+    pub fn known_workers(&self) -> Option<u32> {
+        if self.workers.is_some() || self.protocol != PoolProtocol::Uwsgi {
+            return self.workers;
+        }
+        let mut args = self.args.iter();
+        while let Some(arg) = args.next() {
+            for flag in ["--processes", "--workers"] {
+                if let Some(n) = arg.strip_prefix(flag).and_then(|r| r.strip_prefix('=')) {
+                    return n.parse().ok();
+                }
+            }
+            if ["--processes", "--workers", "-p"].contains(&arg.as_str()) {
+                return args.next()?.parse().ok();
+            }
+        }
+        None
+    }
 }
 
 /// Backend wire protocols.
@@ -226,7 +254,8 @@ pub enum Placement {
     Pool,
 }
 
-/// HorizontalPodAutoscaler settings.
+/// HorizontalPodAutoscaler settings. With no target named, CPU at 70 %; a pool whose
+/// `workers` are known scales on its busy ratio (0.7) unless told otherwise.
 #[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("x-kubernetes-validations" = [
@@ -240,14 +269,31 @@ pub struct Autoscaling {
     #[schemars(range(min = 1))]
     pub max_replicas: i32,
     /// Average CPU utilization to aim for, in percent of the request.
-    #[serde(default = "default_cpu_target")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 100))]
-    pub target_cpu_utilization: i32,
+    pub target_cpu_utilization: Option<i32>,
+    /// Busy workers over workers to aim for: a pool's requests in flight from every edge
+    /// pod over its ready pods times `workers` (prometheus-adapter's external metric
+    /// `skiff_pool_busy_ratio`). On a pool, its own; on the edge farm, that of each sidecar
+    /// pool whose workers are known. 0.7 when unset and the workers are known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.05, max = 1.0))]
+    pub target_busy_ratio: Option<f64>,
+    /// Edge farm only: requests per second per edge pod to aim for (prometheus-adapter's
+    /// custom metric `skiff_http_requests_per_second`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub target_requests_per_second: Option<u32>,
+    /// The HPA's scaling policies and stabilization windows (Kubernetes' defaults when
+    /// unset: scale up at once, scale down after 5 minutes of lower demand).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub behavior: Option<HorizontalPodAutoscalerBehavior>,
 }
 
-fn default_cpu_target() -> i32 {
-    70
-}
+/// The CPU target when none is named and no other target applies.
+pub const DEFAULT_CPU_TARGET: i32 = 70;
+/// The busy ratio a pool with known workers aims for when none is named.
+pub const DEFAULT_BUSY_RATIO: f64 = 0.7;
 
 /// Response compression.
 #[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]

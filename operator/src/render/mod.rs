@@ -70,6 +70,7 @@ fn config_model(vs: &VirtualServer) -> Result<config::Config, Invalid> {
     let spec = &vs.spec;
     let ns = vs.namespace().unwrap_or_else(|| "default".into());
     let name = vs.name_any();
+    autoscaling_targets(spec)?;
     for rule in &spec.rules {
         if let Some(pool) = pool_of(&rule.action) {
             if !spec.pools.iter().any(|p| p.name == pool) {
@@ -141,5 +142,29 @@ fn pool(p: &Pool, vs_name: &str, ns: &str) -> config::Pool {
             }
         }
     };
-    config::Pool::new(p.name.clone(), p.protocol.into(), endpoints)
+    let mut pool = config::Pool::new(p.name.clone(), p.protocol.into(), endpoints);
+    // Reported as skiff_upstream_workers, the capacity of the busy ratio.
+    pool.workers = p.known_workers();
+    pool
+}
+
+/// The autoscaling targets that need more than the schema checks: a busy ratio needs the
+/// workers it divides by, requests per second are the edge's.
+fn autoscaling_targets(spec: &crate::crd::VirtualServerSpec) -> Result<(), Invalid> {
+    for p in &spec.pools {
+        let Some(a) = &p.autoscaling else { continue };
+        if a.target_busy_ratio.is_some() && p.known_workers().is_none() {
+            return Err(Invalid(format!(
+                "pool {}: autoscaling.targetBusyRatio needs the pool's workers (spec.pools[].workers)",
+                p.name
+            )));
+        }
+        if a.target_requests_per_second.is_some() {
+            return Err(Invalid(format!(
+                "pool {}: autoscaling.targetRequestsPerSecond applies to the edge farm (spec.autoscaling), not to a pool",
+                p.name
+            )));
+        }
+    }
+    Ok(())
 }

@@ -408,3 +408,30 @@ fn the_virtual_servers_of_per_host_certificates_have_names_the_server_accepts() 
     assert_eq!(named.len(), 63);
     assert!(named.ends_with("a-tls-2"));
 }
+
+#[test]
+fn a_pools_workers_reach_the_server_config_and_busy_targets_need_them() {
+    let spec = |autoscaling: Value, workers: Value| {
+        json!({
+            "hosts": ["a.example"], "content": { "configMap": "s" },
+            "rules": [{ "match": { "prefix": "/" }, "action": { "fastcgi": { "pool": "php" } } }],
+            "pools": [{ "name": "php", "protocol": "fastcgi", "image": "php-fpm:8",
+                "workers": workers, "autoscaling": autoscaling }]
+        })
+    };
+    let bounds = json!({ "minReplicas": 1, "maxReplicas": 3, "targetBusyRatio": 0.6 });
+    let r = server_config(&vs(spec(bounds.clone(), json!(2)))).unwrap();
+    let config = skiff_config::parse_yaml(&r.yaml).unwrap();
+    assert_eq!(config.pools[0].workers, Some(2));
+    let e = server_config(&vs(spec(bounds, Value::Null))).unwrap_err();
+    assert_eq!(
+        e.0,
+        "pool php: autoscaling.targetBusyRatio needs the pool's workers (spec.pools[].workers)"
+    );
+    let e = server_config(&vs(spec(
+        json!({ "minReplicas": 1, "maxReplicas": 3, "targetRequestsPerSecond": 100 }),
+        json!(2),
+    )))
+    .unwrap_err();
+    assert!(e.0.contains("applies to the edge farm"), "{}", e.0);
+}

@@ -72,6 +72,8 @@ pub struct Pool {
     /// Forward header names with `_` (off: dropped, see the config field).
     pub underscores_in_headers: bool,
     max_active: usize,
+    /// Worker processes per endpoint address, for `skiff_upstream_workers`.
+    pub workers: Option<u32>,
     active: AtomicUsize,
     next: AtomicUsize,
     epoch: Instant,
@@ -132,6 +134,7 @@ impl Pool {
             max_body_size: p.max_body_size,
             underscores_in_headers: p.underscores_in_headers,
             max_active: p.max_active_requests,
+            workers: p.workers,
             active: AtomicUsize::new(0),
             next: AtomicUsize::new(0),
             epoch: Instant::now(),

@@ -3,7 +3,7 @@
 // so rules can be checked without a cluster. The requests are Skiff's: the custom metric for
 // two edge pods, one pod and the namespace; the external metric with a selector and without.
 //
-//	cd e2e/tools/prometheus-adapter && go run ./render ../../../dashboards/adapter/rules.yaml
+//	cd e2e/tools/prometheus-adapter && go run ./render ../../../charts/skiff/files/prometheus-adapter-rules.yaml
 //
 // dashboards/adapter/tests/queries.yaml evaluates what it prints with promtool.
 package main

@@ -46,6 +46,9 @@ pub struct Pool {
     /// FastCGI connections kept open for reuse (the keep-conn flag), per serving thread and endpoint; 0 turns reuse off. Each kept connection holds one backend worker (php-fpm serves one connection per child), so keep this below the backend's worker count divided by skiff's threads.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub keepalive: usize,
+    /// Worker processes behind each endpoint address (php-fpm's `pm.max_children`, uWSGI's `--processes`). Only reported: `skiff_upstream_workers` is this times the endpoints up, the capacity the busy ratio (`skiff_upstream_active_requests` over it) of a pool's autoscaling divides by.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workers: Option<u32>,
     /// Forward request headers whose names contain `_` (nginx's `underscores_in_headers`). Off by default: CGI turns `-` and `_` alike into `_`, so `X_Forwarded_For` could pose as `X-Forwarded-For` (or a header an auth proxy in front sets), and many WSGI servers do the same.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub underscores_in_headers: bool,
@@ -67,6 +70,7 @@ impl Pool {
             max_body_size: default_max_body_size(),
             max_active_requests: default_max_active(),
             keepalive: 0,
+            workers: None,
             underscores_in_headers: false,
         }
     }

@@ -1,0 +1,221 @@
+//! A php-fpm pool that scales on busy workers, not CPU: its script sleeps 200 ms (a worker
+//! waiting on a database), so under load its workers are all busy while its CPU stays
+//! near zero. The HPA reads `skiff_pool_busy_ratio` from the cluster's prometheus-adapter
+//! (over Prometheus, scraping the edge pods as the operator's ServiceMonitor says); the
+//! pool scales up under load and back down after it, with no failed request throughout.
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
+use serde_json::{json, Value};
+use skiff_e2e::prometheus::{scrape_configs, Prometheus};
+use skiff_e2e::{
+    install_third_party_crds, tool, wait_condition, wait_for, wait_http, Load, Release,
+    PHP_FPM_IMAGE,
+};
+use skiff_operator::crd::VirtualServer;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// `kubectl get --raw PATH` as JSON, or None while it fails (an API not yet served).
+fn raw(kubeconfig: &Path, path: &str) -> Option<Value> {
+    let out = Command::new(tool("kubectl"))
+        .args(["get", "--raw", path])
+        .env("KUBECONFIG", kubeconfig)
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| serde_json::from_slice(&out.stdout).ok())
+        .flatten()
+}
+
+/// The pool Deployment's replicas (spec, ready).
+async fn replicas(deployments: &Api<Deployment>) -> (i32, i32) {
+    let d = deployments.get("busy-php").await.expect("get busy-php");
+    let spec = d.spec.and_then(|s| s.replicas).unwrap_or(0);
+    let ready = d.status.and_then(|s| s.ready_replicas).unwrap_or(0);
+    (spec, ready)
+}
+
+/// The highest CPU (millicores) metrics-server reports for the pool's pods.
+fn pool_cpu_millis(kubeconfig: &Path, ns: &str) -> Option<f64> {
+    let pods = raw(
+        kubeconfig,
+        &format!(
+            "/apis/metrics.k8s.io/v1beta1/namespaces/{ns}/pods?labelSelector=skiff.dev/pool%3Dphp"
+        ),
+    )?;
+    pods["items"]
+        .as_array()?
+        .iter()
+        .flat_map(|p| p["containers"].as_array().cloned().unwrap_or_default())
+        .filter_map(|c| {
+            let cpu = c["usage"]["cpu"].as_str()?;
+            Some(match cpu.strip_suffix('n') {
+                Some(n) => n.parse::<f64>().ok()? / 1e6,
+                None => cpu.strip_suffix('m')?.parse().ok()?,
+            })
+        })
+        .reduce(f64::max)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_scales_on_busy_workers_at_low_cpu_without_a_failed_request() {
+    let Some(cluster) = skiff_e2e::cluster().await else {
+        return;
+    };
+    let t0 = Instant::now();
+    let ns = cluster.namespace("busy").await;
+    install_third_party_crds(&cluster).await;
+    let _release = Release::install(&cluster, &ns, &["operator.replicas=1"]).await;
+    ns.apply::<ConfigMap>(json!({
+        "metadata": { "name": "files" }, "data": { "index.html": "static\n" }
+    }))
+    .await;
+    // CPU request 100m, target 70 % had it been on CPU: the sleeping workers stay far below.
+    ns.apply::<VirtualServer>(json!({
+        "metadata": { "name": "busy" },
+        "spec": {
+            "hosts": ["busy.example"], "content": { "configMap": "files" }, "replicas": 1,
+            "resources": { "requests": { "cpu": "50m", "memory": "16Mi" } },
+            "rules": [{ "name": "php", "match": { "extensions": ["php"] },
+                "action": { "fastcgi": { "pool": "php", "documentRoot": "/var/www/html" } } }],
+            "pools": [{ "name": "php", "protocol": "fastcgi", "image": PHP_FPM_IMAGE,
+                "placement": "pool", "port": 9000, "workers": 2,
+                "env": { "FPM_LISTEN": "0.0.0.0:9000" },
+                "resources": { "requests": { "cpu": "100m", "memory": "32Mi" } },
+                "autoscaling": { "minReplicas": 1, "maxReplicas": 5,
+                    "behavior": {
+                        "scaleUp": { "stabilizationWindowSeconds": 0,
+                            "policies": [{ "type": "Pods", "value": 2, "periodSeconds": 15 }] },
+                        "scaleDown": { "stabilizationWindowSeconds": 30,
+                            "policies": [{ "type": "Percent", "value": 100, "periodSeconds": 15 }] } } } }]
+        }
+    }))
+    .await;
+    let vs = wait_condition(&ns, "busy", "Ready", "True").await;
+    let url = format!("http://{}/sleep.php", vs.status.unwrap().address.unwrap());
+    wait_http(&url, Duration::from_secs(120), |r| r.status == 200).await;
+
+    // Prometheus scrapes the edge pod as the operator's ServiceMonitor says.
+    let monitors: Api<DynamicObject> = Api::namespaced_with(
+        ns.client.clone(),
+        &ns.name,
+        &ApiResource::from_gvk(&GroupVersionKind::gvk(
+            "monitoring.coreos.com",
+            "v1",
+            "ServiceMonitor",
+        )),
+    );
+    let monitor = wait_for(
+        "the VirtualServer's ServiceMonitor",
+        Duration::from_secs(60),
+        || {
+            let monitors = monitors.clone();
+            async move { monitors.get_opt("busy").await.ok().flatten() }
+        },
+    )
+    .await;
+    let configs = scrape_configs(
+        &serde_json::to_value(&monitor).unwrap(),
+        &cluster.kubeconfig,
+        Some("5s"),
+    );
+    let prom = Prometheus::new();
+    prom.configure(&configs, &json!({ "groups": [] })).await;
+
+    // The adapter serves the pool's busy ratio (0 at rest) to the HPA's namespace.
+    let metric = format!(
+        "/apis/external.metrics.k8s.io/v1beta1/namespaces/{}/skiff_pool_busy_ratio?labelSelector=virtualserver%3Dbusy,pool%3Dphp",
+        ns.name
+    );
+    let at_rest = wait_for(
+        "skiff_pool_busy_ratio from prometheus-adapter",
+        Duration::from_secs(120),
+        || {
+            let v = raw(&cluster.kubeconfig, &metric);
+            async move { v.filter(|v| v["items"].as_array().is_some_and(|i| !i.is_empty())) }
+        },
+    )
+    .await;
+    eprintln!(
+        "[{:>4}s] busy ratio at rest: {}",
+        t0.elapsed().as_secs(),
+        at_rest["items"][0]["value"]
+    );
+
+    // Load: 8 connections on 2 workers, each request 200 ms asleep.
+    let deployments = ns.api::<Deployment>();
+    let heavy = Load::start(&url, Duration::from_secs(120), 8);
+    let scaled_up = Instant::now();
+    let mut peak_cpu: f64 = 0.0;
+    let mut peak = 1;
+    while scaled_up.elapsed() < Duration::from_secs(115) {
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let (spec, ready) = replicas(&deployments).await;
+        if let Some(cpu) = pool_cpu_millis(&cluster.kubeconfig, &ns.name) {
+            peak_cpu = peak_cpu.max(cpu);
+        }
+        if spec > peak {
+            peak = spec;
+            eprintln!(
+                "[{:>4}s] pool scaled to {spec} ({ready} ready), {:.0} s into the load",
+                t0.elapsed().as_secs(),
+                scaled_up.elapsed().as_secs_f64()
+            );
+        }
+    }
+    let heavy = heavy.finish();
+    eprintln!(
+        "[{:>4}s] heavy load: {} requests, {} failed; pool peaked at {peak} replicas; pool CPU peaked at {peak_cpu:.1}m of 100m requested",
+        t0.elapsed().as_secs(),
+        heavy.requests,
+        heavy.errors()
+    );
+    assert!(
+        peak >= 3,
+        "the pool did not scale up on busy workers (peak {peak})"
+    );
+    assert!(
+        peak_cpu < 70.0,
+        "the pool's CPU reached {peak_cpu:.1}m: a CPU-based HPA (70 % of 100m) would have scaled too, which this test is to rule out"
+    );
+
+    // A trickle through the scale-down: pods leave while requests keep coming.
+    let light = Load::start(&url, Duration::from_secs(150), 1);
+    let down = Instant::now();
+    let mut back_to_one = None;
+    while down.elapsed() < Duration::from_secs(145) {
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let (spec, _) = replicas(&deployments).await;
+        if spec == 1 && back_to_one.is_none() {
+            back_to_one = Some(down.elapsed());
+            eprintln!(
+                "[{:>4}s] pool back to 1 replica, {:.0} s after the load dropped",
+                t0.elapsed().as_secs(),
+                down.elapsed().as_secs_f64()
+            );
+        }
+    }
+    let light = light.finish();
+    eprintln!(
+        "[{:>4}s] light load: {} requests, {} failed",
+        t0.elapsed().as_secs(),
+        light.requests,
+        light.errors()
+    );
+    assert!(back_to_one.is_some(), "the pool did not scale back down");
+    assert_eq!(
+        (heavy.errors(), light.errors()),
+        (0, 0),
+        "failed requests while the pool scaled:\n{}\n{}",
+        heavy.raw,
+        light.raw
+    );
+    eprintln!(
+        "zero failed requests of {} through scale-up and scale-down",
+        heavy.requests + light.requests
+    );
+}
