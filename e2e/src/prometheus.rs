@@ -19,6 +19,12 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+/// The ServiceMonitors (monitoring.coreos.com/v1) of namespace `ns`, as untyped objects.
+pub fn service_monitors(client: &kube::Client, ns: &str) -> kube::Api<kube::api::DynamicObject> {
+    let gvk = kube::api::GroupVersionKind::gvk("monitoring.coreos.com", "v1", "ServiceMonitor");
+    kube::Api::namespaced_with(client.clone(), ns, &kube::api::ApiResource::from_gvk(&gvk))
+}
+
 /// Where e2e/cluster's Prometheus listens.
 pub const PROMETHEUS_URL: &str = "http://127.0.0.1:9090";
 

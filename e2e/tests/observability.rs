@@ -16,11 +16,10 @@
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::ListParams;
-use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
-use kube::Api;
+
 use serde_json::{json, Value};
 use skiff_e2e::certs::{self_signed, tls_secret};
-use skiff_e2e::prometheus::{chart_rules, scrape_configs, Prometheus};
+use skiff_e2e::prometheus::{chart_rules, scrape_configs, service_monitors, Prometheus};
 use skiff_e2e::queries::{all_dashboard_queries, metric_names, rule_queries, Query};
 use skiff_e2e::{
     install_third_party_crds, remove_crd, repo_root, wait_condition, wait_for, wait_http, Load,
@@ -262,15 +261,7 @@ async fn every_dashboard_query_and_rule_has_data_and_alerts_fire() {
 
     // The ServiceMonitors, as the Prometheus Operator would read them, become scrape
     // configs; the chart's PrometheusRule (forAll) becomes the rule file.
-    let monitors: Api<DynamicObject> = Api::namespaced_with(
-        ns.client.clone(),
-        &ns.name,
-        &ApiResource::from_gvk(&GroupVersionKind::gvk(
-            "monitoring.coreos.com",
-            "v1",
-            "ServiceMonitor",
-        )),
-    );
+    let monitors = service_monitors(&ns.client, &ns.name);
     let want_monitors = ["broken", "php", "site", "skiff-operator"];
     let monitors = wait_for(
         "the ServiceMonitors of the operator and of each VirtualServer",

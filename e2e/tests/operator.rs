@@ -23,9 +23,10 @@ use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
-use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
+
 use kube::{Api, ResourceExt};
 use serde_json::{json, Value};
+use skiff_e2e::prometheus::service_monitors;
 use skiff_e2e::{
     condition, install_third_party_crds, leader, leader_metrics, metric, remove_third_party_crds,
     wait_condition, wait_for, wait_http, Load, Release, TestNamespace, SKIFF_IMAGE,
@@ -324,15 +325,7 @@ async fn virtualserver_reconciles_into_a_serving_edge_farm() {
         condition(&vs, "Monitored").unwrap().1,
         "ServiceMonitorCreated"
     );
-    let monitors: Api<DynamicObject> = Api::namespaced_with(
-        ns.client.clone(),
-        &ns.name,
-        &ApiResource::from_gvk(&GroupVersionKind::gvk(
-            "monitoring.coreos.com",
-            "v1",
-            "ServiceMonitor",
-        )),
-    );
+    let monitors = service_monitors(&ns.client, &ns.name);
     let monitor = monitors.get("site").await.unwrap();
     let selector = &monitor.data["spec"]["selector"]["matchLabels"];
     let metrics_labels = services

@@ -6,9 +6,9 @@
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
+use kube::api::Api;
 use serde_json::{json, Value};
-use skiff_e2e::prometheus::{scrape_configs, Prometheus};
+use skiff_e2e::prometheus::{scrape_configs, service_monitors, Prometheus};
 use skiff_e2e::{
     install_third_party_crds, tool, wait_condition, wait_for, wait_http, Load, Release,
     PHP_FPM_IMAGE,
@@ -100,15 +100,7 @@ async fn a_pool_scales_on_busy_workers_at_low_cpu_without_a_failed_request() {
     wait_http(&url, Duration::from_secs(120), |r| r.status == 200).await;
 
     // Prometheus scrapes the edge pod as the operator's ServiceMonitor says.
-    let monitors: Api<DynamicObject> = Api::namespaced_with(
-        ns.client.clone(),
-        &ns.name,
-        &ApiResource::from_gvk(&GroupVersionKind::gvk(
-            "monitoring.coreos.com",
-            "v1",
-            "ServiceMonitor",
-        )),
-    );
+    let monitors = service_monitors(&ns.client, &ns.name);
     let monitor = wait_for(
         "the VirtualServer's ServiceMonitor",
         Duration::from_secs(60),

@@ -3,8 +3,8 @@
 
 use clap::Parser;
 use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
-use skiff_e2e::prometheus::{chart_rules, scrape_configs, Prometheus};
+use kube::api::{Api, ListParams};
+use skiff_e2e::prometheus::{chart_rules, scrape_configs, service_monitors, Prometheus};
 use std::time::Duration;
 
 #[derive(Parser)]
@@ -27,7 +27,6 @@ struct Args {
 async fn main() {
     let args = Args::parse();
     let cluster = skiff_e2e::running_cluster().await;
-    let gvk = GroupVersionKind::gvk("monitoring.coreos.com", "v1", "ServiceMonitor");
     let mut configs = Vec::new();
     for ns in &args.namespaces {
         let namespaces: Api<Namespace> = Api::all(cluster.client.clone());
@@ -39,8 +38,7 @@ async fn main() {
         {
             continue;
         }
-        let monitors: Api<DynamicObject> =
-            Api::namespaced_with(cluster.client.clone(), ns, &ApiResource::from_gvk(&gvk));
+        let monitors = service_monitors(&cluster.client, ns);
         let list = monitors
             .list(&ListParams::default())
             .await
