@@ -145,18 +145,25 @@ pub fn tool(name: &str) -> PathBuf {
 /// The php-fpm image the pool tests run (Debian's php-fpm, see e2e/images/php-fpm).
 pub const PHP_FPM_IMAGE: &str = "localhost/skiff/e2e-php-fpm:dev";
 
+/// The uWSGI + Django image (Debian's, with a demo site, see e2e/images/django).
+pub const DJANGO_IMAGE: &str = "localhost/skiff/e2e-django:dev";
+
 /// Imports the skiff and skiff-operator image archives, building them first when missing,
-/// and the php-fpm test image (rebuilt each time: it only copies files).
+/// and the php-fpm and Django test images (rebuilt each time: they only copy files).
 fn import_images() -> Result<(), String> {
     let root = repo_root();
-    let status = Command::new(root.join("e2e/images/php-fpm/build.sh"))
-        .stdout(std::process::Stdio::null())
-        .status()
-        .map_err(|e| format!("cannot run e2e/images/php-fpm/build.sh: {e}"))?;
-    if !status.success() {
-        return Err(format!("e2e/images/php-fpm/build.sh failed: {status}"));
+    for image in ["php-fpm", "django"] {
+        let script = root.join(format!("e2e/images/{image}/build.sh"));
+        let status = Command::new(&script)
+            .stdout(std::process::Stdio::null())
+            .status()
+            .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
+        if !status.success() {
+            return Err(format!("{} failed: {status}", script.display()));
+        }
     }
     let php_tar = root.join("target/images/php-fpm.oci.tar");
+    let django_tar = root.join("target/images/django.oci.tar");
     let tar = root.join("target/images/skiff.oci.tar");
     let operator_tar = root.join("target/images/skiff-operator.oci.tar");
     if !tar.exists() || !operator_tar.exists() {
@@ -172,6 +179,7 @@ fn import_images() -> Result<(), String> {
         tar.to_str().unwrap(),
         operator_tar.to_str().unwrap(),
         php_tar.to_str().unwrap(),
+        django_tar.to_str().unwrap(),
     ])
     .map(|_| ())
 }
