@@ -140,11 +140,11 @@ async fn a_pool_scales_on_busy_workers_at_low_cpu_without_a_failed_request() {
 
     // Load: 8 connections on 2 workers, each request 200 ms asleep.
     let deployments = ns.api::<Deployment>();
-    let heavy = Load::start(&url, Duration::from_secs(120), 8);
+    let heavy = Load::start(&url, Duration::from_secs(60), 8);
     let scaled_up = Instant::now();
     let mut peak_cpu: f64 = 0.0;
     let mut peak = 1;
-    while scaled_up.elapsed() < Duration::from_secs(115) {
+    while scaled_up.elapsed() < Duration::from_secs(56) {
         tokio::time::sleep(Duration::from_secs(5)).await;
         let (spec, ready) = replicas(&deployments).await;
         if let Some(cpu) = pool_cpu_millis(&cluster.kubeconfig, &ns.name) {
@@ -175,11 +175,12 @@ async fn a_pool_scales_on_busy_workers_at_low_cpu_without_a_failed_request() {
         "the pool's CPU reached {peak_cpu:.1}m: a CPU-based HPA (70 % of 100m) would have scaled too, which this test is to rule out"
     );
 
-    // A trickle through the scale-down: pods leave while requests keep coming.
-    let light = Load::start(&url, Duration::from_secs(150), 1);
+    // A trickle through the scale-down (a 30 s window, then 12 s of preStop drain): pods
+    // leave while requests keep coming.
+    let light = Load::start(&url, Duration::from_secs(80), 1);
     let down = Instant::now();
     let mut back_to_one = None;
-    while down.elapsed() < Duration::from_secs(145) {
+    while down.elapsed() < Duration::from_secs(76) {
         tokio::time::sleep(Duration::from_secs(5)).await;
         let (spec, _) = replicas(&deployments).await;
         if spec == 1 && back_to_one.is_none() {
