@@ -3,6 +3,8 @@
 //! near zero. The HPA reads `skiff_pool_busy_ratio` from the cluster's prometheus-adapter
 //! (over Prometheus, scraping the edge pods as the operator's ServiceMonitor says); the
 //! pool scales up under load and back down after it, with no failed request throughout.
+//! And the edge farm scales on requests per second per pod (the adapter's custom metric)
+//! while its CPU stays under its target.
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -11,7 +13,7 @@ use serde_json::{json, Value};
 use skiff_e2e::prometheus::{scrape_configs, service_monitors, Prometheus};
 use skiff_e2e::{
     install_third_party_crds, tool, wait_condition, wait_for, wait_http, Load, Release,
-    PHP_FPM_IMAGE,
+    TestNamespace, PHP_FPM_IMAGE,
 };
 use skiff_operator::crd::VirtualServer;
 use std::path::Path;
@@ -61,6 +63,29 @@ fn pool_cpu_millis(kubeconfig: &Path, ns: &str) -> Option<f64> {
         .reduce(f64::max)
 }
 
+/// Has Prometheus scrape VirtualServer `name`'s edge pods every 5 s, as the operator's
+/// ServiceMonitor says (replacing what it scraped before).
+async fn scrape(ns: &TestNamespace, name: &str, kubeconfig: &Path) {
+    let monitors = service_monitors(&ns.client, &ns.name);
+    let monitor = wait_for(
+        &format!("the ServiceMonitor of {name}"),
+        Duration::from_secs(60),
+        || {
+            let monitors = monitors.clone();
+            async move { monitors.get_opt(name).await.ok().flatten() }
+        },
+    )
+    .await;
+    let configs = scrape_configs(
+        &serde_json::to_value(&monitor).unwrap(),
+        kubeconfig,
+        Some("5s"),
+    );
+    Prometheus::new()
+        .configure(&configs, &json!({ "groups": [] }))
+        .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pool_scales_on_busy_workers_at_low_cpu_without_a_failed_request() {
     let Some(cluster) = skiff_e2e::cluster().await else {
@@ -99,24 +124,7 @@ async fn a_pool_scales_on_busy_workers_at_low_cpu_without_a_failed_request() {
     let url = format!("http://{}/sleep.php", vs.status.unwrap().address.unwrap());
     wait_http(&url, Duration::from_secs(120), |r| r.status == 200).await;
 
-    // Prometheus scrapes the edge pod as the operator's ServiceMonitor says.
-    let monitors = service_monitors(&ns.client, &ns.name);
-    let monitor = wait_for(
-        "the VirtualServer's ServiceMonitor",
-        Duration::from_secs(60),
-        || {
-            let monitors = monitors.clone();
-            async move { monitors.get_opt("busy").await.ok().flatten() }
-        },
-    )
-    .await;
-    let configs = scrape_configs(
-        &serde_json::to_value(&monitor).unwrap(),
-        &cluster.kubeconfig,
-        Some("5s"),
-    );
-    let prom = Prometheus::new();
-    prom.configure(&configs, &json!({ "groups": [] })).await;
+    scrape(&ns, "busy", &cluster.kubeconfig).await;
 
     // The adapter serves the pool's busy ratio (0 at rest) to the HPA's namespace.
     let metric = format!(
@@ -211,4 +219,96 @@ async fn a_pool_scales_on_busy_workers_at_low_cpu_without_a_failed_request() {
         "zero failed requests of {} through scale-up and scale-down",
         heavy.requests + light.requests
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_edge_farm_scales_on_requests_per_second() {
+    let Some(cluster) = skiff_e2e::cluster().await else {
+        return;
+    };
+    let t0 = Instant::now();
+    let ns = cluster.namespace("rps").await;
+    install_third_party_crds(&cluster).await;
+    let _release = Release::install(&cluster, &ns, &["operator.replicas=1"]).await;
+    ns.apply::<ConfigMap>(json!({
+        "metadata": { "name": "files" }, "data": { "index.html": "static\n" }
+    }))
+    .await;
+    // A CPU request large enough that the load stays far under the CPU target: only the
+    // request rate can scale the farm.
+    ns.apply::<VirtualServer>(json!({
+        "metadata": { "name": "rps" },
+        "spec": {
+            "hosts": ["rps.example"], "content": { "configMap": "files" },
+            "resources": { "requests": { "cpu": "500m", "memory": "16Mi" } },
+            "autoscaling": { "minReplicas": 1, "maxReplicas": 3, "targetRequestsPerSecond": 50 }
+        }
+    }))
+    .await;
+    let vs = wait_condition(&ns, "rps", "Ready", "True").await;
+    let url = format!("http://{}/", vs.status.unwrap().address.unwrap());
+    wait_http(&url, Duration::from_secs(120), |r| r.status == 200).await;
+    scrape(&ns, "rps", &cluster.kubeconfig).await;
+    let metric = format!(
+        "/apis/custom.metrics.k8s.io/v1beta1/namespaces/{}/pods/*/skiff_http_requests_per_second",
+        ns.name
+    );
+    wait_for(
+        "skiff_http_requests_per_second from prometheus-adapter",
+        Duration::from_secs(120),
+        || {
+            let v = raw(&cluster.kubeconfig, &metric);
+            async move { v.filter(|v| v["items"].as_array().is_some_and(|i| !i.is_empty())) }
+        },
+    )
+    .await;
+
+    let deployments = ns.api::<Deployment>();
+    let hpas = ns.api::<k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler>();
+    let load = Load::start(&url, Duration::from_secs(60), 1);
+    let start = Instant::now();
+    let mut scaled = None;
+    let mut cpu_seen = Vec::new();
+    while start.elapsed() < Duration::from_secs(56) {
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let d = deployments.get("rps").await.unwrap();
+        let spec = d.spec.and_then(|s| s.replicas).unwrap_or(0);
+        let hpa = serde_json::to_value(hpas.get("rps").await.unwrap()).unwrap();
+        // CPU until the farm has scaled: a scale-up then is the request rate's doing.
+        for m in hpa["status"]["currentMetrics"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            match m["resource"]["current"]["averageUtilization"].as_i64() {
+                Some(cpu) if scaled.is_none() => cpu_seen.push(cpu),
+                _ => {}
+            }
+        }
+        if spec >= 2 && scaled.is_none() {
+            scaled = Some(start.elapsed());
+            eprintln!(
+                "[{:>4}s] edge farm scaled to {spec}, {:.0} s into the load; the HPA saw {}",
+                t0.elapsed().as_secs(),
+                start.elapsed().as_secs_f64(),
+                hpa["status"]["currentMetrics"]
+            );
+        }
+    }
+    let load = load.finish();
+    eprintln!(
+        "[{:>4}s] load: {} requests, {} failed; CPU utilization the HPA saw until it scaled: {cpu_seen:?} (target 70)",
+        t0.elapsed().as_secs(),
+        load.requests,
+        load.errors()
+    );
+    assert!(
+        scaled.is_some(),
+        "the edge farm did not scale on requests per second"
+    );
+    assert!(
+        cpu_seen.iter().all(|&c| c < 70),
+        "CPU had reached its target before the farm scaled, so CPU may have scaled it: {cpu_seen:?}"
+    );
+    assert_eq!(load.errors(), 0, "{}", load.raw);
 }
