@@ -393,6 +393,7 @@ mod tests {
             max_body_size: 1,
             max_active_requests: 2,
             keepalive: 0,
+            workers: None,
             underscores_in_headers: false,
         };
         Pool::from_config(&cfg, "p")
