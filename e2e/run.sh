@@ -86,6 +86,7 @@ step "memory of the running cluster"
 "$CLUSTER" status | awk '/running/ { rss += $6; print } END { printf "total RSS %d MiB\n", rss }'
 
 step "cargo test -p skiff-e2e"
-cargo test -p skiff-e2e -- --include-ignored --test-threads 1 2>&1 | tee -a "$work/cargo.log"
+# --nocapture: the tests print their figures (scale-up and -down times, requests and failures).
+cargo test -p skiff-e2e -- --include-ignored --test-threads 1 --nocapture 2>&1 | tee -a "$work/cargo.log"
 awk '/^test result:/ { p += $4; f += $6 } END { printf "e2e: %d passed, %d failed\n", p, f }' "$work/cargo.log"
 "$CLUSTER" status | awk '/running/ { rss += $6 } END { printf "cluster RSS after the tests: %d MiB\n", rss }'
