@@ -73,20 +73,53 @@ pub struct Load {
 impl Load {
     /// Starts `wrk -t1 -c CONNECTIONS -d DURATION URL` (keep-alive connections).
     pub fn start(url: &str, duration: Duration, connections: u32) -> Load {
+        Load::run(url, duration, connections, None)
+    }
+
+    /// Like [`Load::start`], each connection pausing `pause` between requests (wrk's Lua
+    /// `delay()`), for a request rate that does not also load the CPU.
+    pub fn start_paced(url: &str, duration: Duration, connections: u32, pause: Duration) -> Load {
+        Load::run(url, duration, connections, Some(pause))
+    }
+
+    fn run(url: &str, duration: Duration, connections: u32, pause: Option<Duration>) -> Load {
         let url = url.to_string();
         let handle = std::thread::spawn(move || {
-            let out = Command::new("wrk")
-                .args([
-                    "-t1",
-                    &format!("-c{connections}"),
-                    &format!("-d{}s", duration.as_secs()),
-                ])
+            let script = match pause {
+                Some(pause) => {
+                    let path = std::env::temp_dir().join(format!(
+                        "skiff-e2e-wrk-{}-{}.lua",
+                        std::process::id(),
+                        pause.as_millis()
+                    ));
+                    std::fs::write(
+                        &path,
+                        format!("function delay() return {} end\n", pause.as_millis()),
+                    )
+                    .map_err(|e| format!("write the wrk script: {e}"))?;
+                    Some(path)
+                }
+                None => None,
+            };
+            let mut wrk = Command::new("wrk");
+            wrk.args([
+                "-t1",
+                &format!("-c{connections}"),
+                &format!("-d{}s", duration.as_secs()),
+            ]);
+            if let Some(script) = &script {
+                wrk.arg("-s").arg(script);
+            }
+            let out = wrk
                 .args(["--timeout", "5s", &url])
                 .stdin(Stdio::null())
                 .output()
                 .map_err(|e| {
                     format!("cannot run wrk (scripts/install-deps.sh installs it): {e}")
                 })?;
+            if let Some(script) = &script {
+                let _ = std::fs::remove_file(script);
+            }
             let text = String::from_utf8_lossy(&out.stdout).into_owned();
             if !out.status.success() {
                 return Err(format!(
