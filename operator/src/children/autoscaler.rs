@@ -16,8 +16,11 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use kube::ResourceExt;
 
-/// prometheus-adapter's external metric: a pool's requests in flight over its workers.
+/// prometheus-adapter's external metric: a `placement: pool` backend's requests in flight
+/// over its workers (every edge pod sees the same workers).
 pub const BUSY_RATIO_METRIC: &str = "skiff_pool_busy_ratio";
+/// The same for sidecars, whose workers are each edge pod's own (summed, not shared).
+pub const SIDECAR_BUSY_RATIO_METRIC: &str = "skiff_sidecar_busy_ratio";
 /// prometheus-adapter's custom metric: an edge pod's requests per second.
 pub const REQUESTS_METRIC: &str = "skiff_http_requests_per_second";
 
@@ -38,7 +41,12 @@ pub fn autoscaler(vs: &VirtualServer) -> Option<HorizontalPodAutoscaler> {
     {
         if p.known_workers().is_some() {
             let target = a.target_busy_ratio.unwrap_or(DEFAULT_BUSY_RATIO);
-            metrics.push(busy_ratio(&vs.name_any(), &p.name, target));
+            metrics.push(busy_ratio(
+                SIDECAR_BUSY_RATIO_METRIC,
+                &vs.name_any(),
+                &p.name,
+                target,
+            ));
         }
     }
     Some(hpa(metadata_of(vs), a, metrics))
@@ -51,7 +59,12 @@ pub fn pool_autoscaler(vs: &VirtualServer, p: &Pool) -> Option<HorizontalPodAuto
     let mut metrics = Vec::new();
     if p.known_workers().is_some() {
         let target = a.target_busy_ratio.unwrap_or(DEFAULT_BUSY_RATIO);
-        metrics.push(busy_ratio(&vs.name_any(), &p.name, target));
+        metrics.push(busy_ratio(
+            BUSY_RATIO_METRIC,
+            &vs.name_any(),
+            &p.name,
+            target,
+        ));
     }
     match a.target_cpu_utilization {
         Some(percent) => metrics.push(cpu(percent)),
@@ -116,7 +129,7 @@ fn requests_per_second(rps: u32) -> MetricSpec {
 
 /// The pool's busy ratio as a total (`Value`): it is already per worker, so the HPA
 /// scales by ratio over target, as it would on average utilization.
-fn busy_ratio(virtualserver: &str, pool: &str, target: f64) -> MetricSpec {
+fn busy_ratio(metric: &str, virtualserver: &str, pool: &str, target: f64) -> MetricSpec {
     let labels = [("virtualserver", virtualserver), ("pool", pool)]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -125,7 +138,7 @@ fn busy_ratio(virtualserver: &str, pool: &str, target: f64) -> MetricSpec {
         type_: "External".into(),
         external: Some(ExternalMetricSource {
             metric: MetricIdentifier {
-                name: BUSY_RATIO_METRIC.into(),
+                name: metric.into(),
                 selector: Some(LabelSelector {
                     match_labels: Some(labels),
                     ..Default::default()

@@ -231,6 +231,11 @@ fn the_edge_farm_scales_on_cpu_requests_per_second_and_its_sidecars_busy_ratio()
         m[1]["pods"]["target"],
         json!({ "type": "AverageValue", "averageValue": "500" })
     );
+    // Each edge pod's sidecar has its own workers: the sidecar ratio sums them.
+    assert_eq!(
+        m[2]["external"]["metric"]["name"],
+        "skiff_sidecar_busy_ratio"
+    );
     assert_eq!(
         m[2]["external"]["metric"]["selector"]["matchLabels"]["pool"],
         "django"

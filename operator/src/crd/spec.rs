@@ -273,9 +273,10 @@ pub struct Autoscaling {
     #[schemars(range(min = 1, max = 100))]
     pub target_cpu_utilization: Option<i32>,
     /// Busy workers over workers to aim for: a pool's requests in flight from every edge
-    /// pod over its ready pods times `workers` (prometheus-adapter's external metric
-    /// `skiff_pool_busy_ratio`). On a pool, its own; on the edge farm, that of each sidecar
-    /// pool whose workers are known. 0.7 when unset and the workers are known.
+    /// pod over its ready pods times `workers` (prometheus-adapter's external metrics
+    /// `skiff_pool_busy_ratio`, and `skiff_sidecar_busy_ratio` where each edge pod has its
+    /// own workers). On a pool, its own; on the edge farm, that of each sidecar pool whose
+    /// workers are known. 0.7 when unset and the workers are known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0.05, max = 1.0))]
     pub target_busy_ratio: Option<f64>,
