@@ -101,40 +101,33 @@ if [ ! -s "$crd_out/servicemonitors.yaml" ]; then
 fi
 ln -sfn "$crd_out" "$BIN/third-party-crds"
 
-# cert-manager's controller, built from its main module by the wrapper in
-# e2e/tools/cert-manager (its cmd/controller module is not on the module proxy). Keyed by
-# version and a hash of Go's version and the wrapper's files, so an edit rebuilds; cold:
-# ~4 min on 2 cores.
-cm_dir=$E2E/tools/cert-manager
-grep -Eq "^(require |[[:space:]]+)github.com/cert-manager/cert-manager $CERT_MANAGER_VERSION\$" "$cm_dir/go.mod" ||
-  { log "$cm_dir/go.mod does not require cert-manager $CERT_MANAGER_VERSION (versions.sh)"; exit 1; }
-cm_out=$CACHE/cert-manager-$CERT_MANAGER_VERSION-$( (go env GOVERSION; cat "$cm_dir"/go.mod "$cm_dir"/go.sum "$cm_dir"/*.go) | sha256sum | cut -c1-12)
-if [ ! -x "$cm_out/cert-manager-controller" ]; then
-  log "building cert-manager $CERT_MANAGER_VERSION's controller (cold: ~4 min on 2 cores)"
-  mkdir -p "$cm_out.tmp"
-  (cd "$cm_dir" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$cm_out.tmp/cert-manager-controller" .)
-  rm -rf "$cm_out" && mv "$cm_out.tmp" "$cm_out"
-fi
-ln -sfn "$cm_out/cert-manager-controller" "$BIN/cert-manager-controller"
+# A Go program built by the wrapper module e2e/tools/DIR, whose go.mod must require
+# MODULE at VERSION (the pin in versions.sh). Cached as $CACHE/DIR-VERSION-<hash of Go's
+# version and the wrapper's files>, so a new pin, an edit of the wrapper or a new Go
+# rebuilds and nothing else does; linked into $BIN as NAME.
+#   build_wrapped DIR MODULE VERSION NAME PACKAGE COLD_MINUTES
+build_wrapped() {
+  local dir=$E2E/tools/$1 module=$2 version=$3 name=$4 package=$5 minutes=$6 out
+  grep -Eq "^(require |[[:space:]]+)$module $version\$" "$dir/go.mod" ||
+    { log "$dir/go.mod does not require $module $version (versions.sh)"; exit 1; }
+  out=$CACHE/$1-$version-$( (go env GOVERSION; cat "$dir"/go.mod "$dir"/go.sum "$dir"/*.go) | sha256sum | cut -c1-12)
+  if [ ! -x "$out/$name" ]; then
+    log "building $1 $version (cold: ~$minutes min on 2 cores)"
+    mkdir -p "$out.tmp"
+    (cd "$dir" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$out.tmp/$name" "$package")
+    rm -rf "$out" && mv "$out.tmp" "$out"
+  fi
+  ln -sfn "$out/$name" "$BIN/$name"
+}
 
+# cert-manager's controller, from its main module (its cmd/controller module is not on the
+# module proxy).
+build_wrapped cert-manager github.com/cert-manager/cert-manager "$CERT_MANAGER_VERSION" \
+  cert-manager-controller . 4
 # prometheus-adapter, which serves custom.metrics.k8s.io and external.metrics.k8s.io from
-# Prometheus's queries, built from sigs.k8s.io/prometheus-adapter's cmd/adapter by the
-# wrapper in e2e/tools/prometheus-adapter (its go.sum pins every module of the build, and
-# the binary gets the name e2e/cluster runs). Keyed like cert-manager's: a new pin in
-# versions.sh (with the wrapper's go.mod) or a new Go rebuilds, nothing else does; cold:
-# ~6 min on 2 cores.
-pa_dir=$E2E/tools/prometheus-adapter
-grep -Eq "^(require |[[:space:]]+)sigs.k8s.io/prometheus-adapter $PROMETHEUS_ADAPTER_VERSION\$" "$pa_dir/go.mod" ||
-  { log "$pa_dir/go.mod does not require prometheus-adapter $PROMETHEUS_ADAPTER_VERSION (versions.sh)"; exit 1; }
-pa_out=$CACHE/prometheus-adapter-$PROMETHEUS_ADAPTER_VERSION-$( (go env GOVERSION; cat "$pa_dir"/go.mod "$pa_dir"/go.sum "$pa_dir"/*.go) | sha256sum | cut -c1-12)
-if [ ! -x "$pa_out/prometheus-adapter" ]; then
-  log "building prometheus-adapter $PROMETHEUS_ADAPTER_VERSION (cold: ~6 min on 2 cores)"
-  mkdir -p "$pa_out.tmp"
-  (cd "$pa_dir" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$pa_out.tmp/prometheus-adapter" \
-     sigs.k8s.io/prometheus-adapter/cmd/adapter)
-  rm -rf "$pa_out" && mv "$pa_out.tmp" "$pa_out"
-fi
-ln -sfn "$pa_out/prometheus-adapter" "$BIN/prometheus-adapter"
+# Prometheus's queries (its go.sum pins every module of the build).
+build_wrapped prometheus-adapter sigs.k8s.io/prometheus-adapter "$PROMETHEUS_ADAPTER_VERSION" \
+  prometheus-adapter sigs.k8s.io/prometheus-adapter/cmd/adapter 6
 
 # Prometheus, which scrapes the cluster through its Kubernetes service discovery.
 "$E2E/scripts/install-prometheus.sh" "$BIN"
