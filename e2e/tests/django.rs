@@ -49,28 +49,33 @@ async fn django_login_with_csrf_through_a_sidecar_and_a_pool() {
     ]);
     let content =
         json!({ "image": { "reference": DJANGO_IMAGE, "path": "/srv/blog/static-root" } });
-    ns.apply::<VirtualServer>(json!({
-        "metadata": { "name": "side" },
-        "spec": {
-            "hosts": ["side.example"], "content": content, "replicas": 1,
-            "resources": resources, "rules": rules,
-            "pools": [{ "name": "django", "protocol": "uwsgi", "image": DJANGO_IMAGE,
-                "placement": "sidecar", "socket": "django.sock",
-                "args": ["--socket", "/run/skiff/pools/django.sock", "--chmod-socket=666"] }]
-        }
-    }))
-    .await;
-    ns.apply::<VirtualServer>(json!({
-        "metadata": { "name": "pooled" },
-        "spec": {
-            "hosts": ["pooled.example"], "content": content, "replicas": 1,
-            "resources": resources, "rules": rules,
-            "pools": [{ "name": "django", "protocol": "uwsgi", "image": DJANGO_IMAGE,
-                "placement": "pool", "port": 8000, "resources": resources,
-                "args": ["--socket", "0.0.0.0:8000"] }]
-        }
-    }))
-    .await;
+    // The same site twice, the pool placed beside skiff and on its own.
+    let placements = [
+        (
+            "side",
+            json!({ "placement": "sidecar", "socket": "django.sock",
+            "args": ["--socket", "/run/skiff/pools/django.sock", "--chmod-socket=666"] }),
+        ),
+        (
+            "pooled",
+            json!({ "placement": "pool", "port": 8000, "resources": resources,
+            "args": ["--socket", "0.0.0.0:8000"] }),
+        ),
+    ];
+    for (name, placement) in placements {
+        let mut pool = json!({ "name": "django", "protocol": "uwsgi", "image": DJANGO_IMAGE });
+        pool.as_object_mut()
+            .unwrap()
+            .extend(placement.as_object().unwrap().clone());
+        ns.apply::<VirtualServer>(json!({
+            "metadata": { "name": name },
+            "spec": {
+                "hosts": [format!("{name}.example")], "content": content, "replicas": 1,
+                "resources": resources, "rules": rules, "pools": [pool]
+            }
+        }))
+        .await;
+    }
     for name in ["side", "pooled"] {
         let vs = wait_condition(&ns, name, "Ready", "True").await;
         let base = format!("http://{}", vs.status.unwrap().address.unwrap());
