@@ -4,7 +4,8 @@
 //! (over Prometheus, scraping the edge pods as the operator's ServiceMonitor says); the
 //! pool scales up under load and back down after it, with no failed request throughout.
 //! And the edge farm scales on requests per second per pod (the adapter's custom metric)
-//! while its CPU stays under its target.
+//! while its CPU stays under its target, and on the busy ratio of its Django sidecars,
+//! whose capacity sums every edge pod's own workers.
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -12,8 +13,8 @@ use kube::api::Api;
 use serde_json::{json, Value};
 use skiff_e2e::prometheus::{scrape_configs, service_monitors, Prometheus};
 use skiff_e2e::{
-    install_third_party_crds, tool, wait_condition, wait_for, wait_http, Load, Release,
-    TestNamespace, PHP_FPM_IMAGE,
+    install_third_party_crds, tool, wait_condition, wait_for, wait_http, Cluster, Load, Release,
+    TestNamespace, DJANGO_IMAGE, PHP_FPM_IMAGE,
 };
 use skiff_operator::crd::VirtualServer;
 use std::path::Path;
@@ -63,9 +64,32 @@ fn pool_cpu_millis(kubeconfig: &Path, ns: &str) -> Option<f64> {
         .reduce(f64::max)
 }
 
-/// Has Prometheus scrape VirtualServer `name`'s edge pods every 5 s, as the operator's
-/// ServiceMonitor says (replacing what it scraped before).
-async fn scrape(ns: &TestNamespace, name: &str, kubeconfig: &Path) {
+/// What every test here starts from: a namespace with the chart (and the ServiceMonitor
+/// CRD, so the operator makes one), the VirtualServer `name` with `spec` Ready and
+/// answering `path`, Prometheus scraping its edge pods every 5 s as the ServiceMonitor
+/// says, and the adapter serving `metric` (an API path under /apis, `{ns}` for the
+/// namespace). Returns the release (drop it before the namespace), the namespace, the URL
+/// of `path` and the metric's first answer.
+async fn autoscaled_site(
+    cluster: &Cluster,
+    name: &str,
+    spec: Value,
+    path: &str,
+    metric: &str,
+) -> (Release, TestNamespace, String, Value) {
+    let ns = cluster.namespace(name).await;
+    install_third_party_crds(cluster).await;
+    let release = Release::install(cluster, &ns, &["operator.replicas=1"]).await;
+    ns.apply::<ConfigMap>(json!({
+        "metadata": { "name": "files" }, "data": { "index.html": "static\n" }
+    }))
+    .await;
+    ns.apply::<VirtualServer>(json!({ "metadata": { "name": name }, "spec": spec }))
+        .await;
+    let vs = wait_condition(&ns, name, "Ready", "True").await;
+    let url = format!("http://{}{path}", vs.status.unwrap().address.unwrap());
+    wait_http(&url, Duration::from_secs(120), |r| r.status == 200).await;
+
     let monitors = service_monitors(&ns.client, &ns.name);
     let monitor = wait_for(
         &format!("the ServiceMonitor of {name}"),
@@ -78,12 +102,34 @@ async fn scrape(ns: &TestNamespace, name: &str, kubeconfig: &Path) {
     .await;
     let configs = scrape_configs(
         &serde_json::to_value(&monitor).unwrap(),
-        kubeconfig,
+        &cluster.kubeconfig,
         Some("5s"),
     );
     Prometheus::new()
         .configure(&configs, &json!({ "groups": [] }))
         .await;
+
+    let metric = metric.replace("{ns}", &ns.name);
+    let first = wait_for(
+        &format!("{metric} from prometheus-adapter"),
+        Duration::from_secs(120),
+        || {
+            let v = raw(&cluster.kubeconfig, &metric);
+            async move { v.filter(|v| v["items"].as_array().is_some_and(|i| !i.is_empty())) }
+        },
+    )
+    .await;
+    (release, ns, url, first)
+}
+
+/// Fast scale-up and a 30 s scale-down window, so a test sees both within minutes.
+fn quick_behavior() -> Value {
+    json!({
+        "scaleUp": { "stabilizationWindowSeconds": 0,
+            "policies": [{ "type": "Pods", "value": 2, "periodSeconds": 15 }] },
+        "scaleDown": { "stabilizationWindowSeconds": 30,
+            "policies": [{ "type": "Percent", "value": 100, "periodSeconds": 15 }] }
+    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -92,52 +138,25 @@ async fn a_pool_scales_on_busy_workers_at_low_cpu_without_a_failed_request() {
         return;
     };
     let t0 = Instant::now();
-    let ns = cluster.namespace("busy").await;
-    install_third_party_crds(&cluster).await;
-    let _release = Release::install(&cluster, &ns, &["operator.replicas=1"]).await;
-    ns.apply::<ConfigMap>(json!({
-        "metadata": { "name": "files" }, "data": { "index.html": "static\n" }
-    }))
-    .await;
     // CPU request 100m, target 70 % had it been on CPU: the sleeping workers stay far below.
-    ns.apply::<VirtualServer>(json!({
-        "metadata": { "name": "busy" },
-        "spec": {
-            "hosts": ["busy.example"], "content": { "configMap": "files" }, "replicas": 1,
-            "resources": { "requests": { "cpu": "50m", "memory": "16Mi" } },
-            "rules": [{ "name": "php", "match": { "extensions": ["php"] },
-                "action": { "fastcgi": { "pool": "php", "documentRoot": "/var/www/html" } } }],
-            "pools": [{ "name": "php", "protocol": "fastcgi", "image": PHP_FPM_IMAGE,
-                "placement": "pool", "port": 9000, "workers": 2,
-                "env": { "FPM_LISTEN": "0.0.0.0:9000" },
-                "resources": { "requests": { "cpu": "100m", "memory": "32Mi" } },
-                "autoscaling": { "minReplicas": 1, "maxReplicas": 5,
-                    "behavior": {
-                        "scaleUp": { "stabilizationWindowSeconds": 0,
-                            "policies": [{ "type": "Pods", "value": 2, "periodSeconds": 15 }] },
-                        "scaleDown": { "stabilizationWindowSeconds": 30,
-                            "policies": [{ "type": "Percent", "value": 100, "periodSeconds": 15 }] } } } }]
-        }
-    }))
-    .await;
-    let vs = wait_condition(&ns, "busy", "Ready", "True").await;
-    let url = format!("http://{}/sleep.php", vs.status.unwrap().address.unwrap());
-    wait_http(&url, Duration::from_secs(120), |r| r.status == 200).await;
-
-    scrape(&ns, "busy", &cluster.kubeconfig).await;
-
+    let spec = json!({
+        "hosts": ["busy.example"], "content": { "configMap": "files" }, "replicas": 1,
+        "resources": { "requests": { "cpu": "50m", "memory": "16Mi" } },
+        "rules": [{ "name": "php", "match": { "extensions": ["php"] },
+            "action": { "fastcgi": { "pool": "php", "documentRoot": "/var/www/html" } } }],
+        "pools": [{ "name": "php", "protocol": "fastcgi", "image": PHP_FPM_IMAGE,
+            "placement": "pool", "port": 9000, "workers": 2,
+            "env": { "FPM_LISTEN": "0.0.0.0:9000" },
+            "resources": { "requests": { "cpu": "100m", "memory": "32Mi" } },
+            "autoscaling": { "minReplicas": 1, "maxReplicas": 5, "behavior": quick_behavior() } }]
+    });
     // The adapter serves the pool's busy ratio (0 at rest) to the HPA's namespace.
-    let metric = format!(
-        "/apis/external.metrics.k8s.io/v1beta1/namespaces/{}/skiff_pool_busy_ratio?labelSelector=virtualserver%3Dbusy,pool%3Dphp",
-        ns.name
-    );
-    let at_rest = wait_for(
-        "skiff_pool_busy_ratio from prometheus-adapter",
-        Duration::from_secs(120),
-        || {
-            let v = raw(&cluster.kubeconfig, &metric);
-            async move { v.filter(|v| v["items"].as_array().is_some_and(|i| !i.is_empty())) }
-        },
+    let (_release, ns, url, at_rest) = autoscaled_site(
+        &cluster,
+        "busy",
+        spec,
+        "/sleep.php",
+        "/apis/external.metrics.k8s.io/v1beta1/namespaces/{ns}/skiff_pool_busy_ratio?labelSelector=virtualserver%3Dbusy,pool%3Dphp",
     )
     .await;
     eprintln!(
@@ -227,39 +246,19 @@ async fn the_edge_farm_scales_on_requests_per_second() {
         return;
     };
     let t0 = Instant::now();
-    let ns = cluster.namespace("rps").await;
-    install_third_party_crds(&cluster).await;
-    let _release = Release::install(&cluster, &ns, &["operator.replicas=1"]).await;
-    ns.apply::<ConfigMap>(json!({
-        "metadata": { "name": "files" }, "data": { "index.html": "static\n" }
-    }))
-    .await;
     // A CPU request large enough that the load stays far under the CPU target: only the
     // request rate can scale the farm.
-    ns.apply::<VirtualServer>(json!({
-        "metadata": { "name": "rps" },
-        "spec": {
-            "hosts": ["rps.example"], "content": { "configMap": "files" },
-            "resources": { "requests": { "cpu": "500m", "memory": "16Mi" } },
-            "autoscaling": { "minReplicas": 1, "maxReplicas": 3, "targetRequestsPerSecond": 50 }
-        }
-    }))
-    .await;
-    let vs = wait_condition(&ns, "rps", "Ready", "True").await;
-    let url = format!("http://{}/", vs.status.unwrap().address.unwrap());
-    wait_http(&url, Duration::from_secs(120), |r| r.status == 200).await;
-    scrape(&ns, "rps", &cluster.kubeconfig).await;
-    let metric = format!(
-        "/apis/custom.metrics.k8s.io/v1beta1/namespaces/{}/pods/*/skiff_http_requests_per_second",
-        ns.name
-    );
-    wait_for(
-        "skiff_http_requests_per_second from prometheus-adapter",
-        Duration::from_secs(120),
-        || {
-            let v = raw(&cluster.kubeconfig, &metric);
-            async move { v.filter(|v| v["items"].as_array().is_some_and(|i| !i.is_empty())) }
-        },
+    let spec = json!({
+        "hosts": ["rps.example"], "content": { "configMap": "files" },
+        "resources": { "requests": { "cpu": "500m", "memory": "16Mi" } },
+        "autoscaling": { "minReplicas": 1, "maxReplicas": 3, "targetRequestsPerSecond": 50 }
+    });
+    let (_release, ns, url, _) = autoscaled_site(
+        &cluster,
+        "rps",
+        spec,
+        "/",
+        "/apis/custom.metrics.k8s.io/v1beta1/namespaces/{ns}/pods/*/skiff_http_requests_per_second",
     )
     .await;
 
@@ -313,4 +312,97 @@ async fn the_edge_farm_scales_on_requests_per_second() {
         "CPU had reached its target before the farm scaled, so CPU may have scaled it: {cpu_seen:?}"
     );
     assert_eq!(load.errors(), 0, "{}", load.raw);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_django_sidecar_adds_edge_pods() {
+    let Some(cluster) = skiff_e2e::cluster().await else {
+        return;
+    };
+    let t0 = Instant::now();
+    // Each edge pod runs uWSGI with 2 processes beside skiff; a Django view that sleeps
+    // 300 ms keeps them busy at little CPU.
+    let spec = json!({
+        "hosts": ["side.example"], "content": { "configMap": "files" },
+        "resources": { "requests": { "cpu": "200m", "memory": "16Mi" } },
+        "rules": [{ "name": "django", "match": { "prefix": "/" },
+            "action": { "uwsgi": { "pool": "django" } } }],
+        "pools": [{ "name": "django", "protocol": "uwsgi", "image": DJANGO_IMAGE,
+            "placement": "sidecar", "socket": "django.sock",
+            "args": ["--socket", "/run/skiff/pools/django.sock", "--chmod-socket=666", "--processes", "2"],
+            "resources": { "requests": { "cpu": "200m", "memory": "64Mi" } } }],
+        "autoscaling": { "minReplicas": 1, "maxReplicas": 3, "behavior": quick_behavior() }
+    });
+    let metric = "/apis/external.metrics.k8s.io/v1beta1/namespaces/{ns}/skiff_sidecar_busy_ratio?labelSelector=virtualserver%3Dside,pool%3Ddjango";
+    let (_release, ns, url, _) =
+        autoscaled_site(&cluster, "side", spec, "/slow/?seconds=0.3", metric).await;
+    let metric = metric.replace("{ns}", &ns.name);
+
+    // 6 connections, each with a request asleep in Django: 6 busy of 2 workers per pod.
+    let deployments = ns.api::<Deployment>();
+    let hpas = ns.api::<k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler>();
+    let load = Load::start(&url, Duration::from_secs(75), 6);
+    let start = Instant::now();
+    let mut scaled_to = 1;
+    let mut cpu_when_scaled = None;
+    let mut ratio_at_three = None;
+    while start.elapsed() < Duration::from_secs(70) {
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let d = deployments.get("side").await.unwrap();
+        let ready = d.status.and_then(|s| s.ready_replicas).unwrap_or(0);
+        let spec = d.spec.and_then(|s| s.replicas).unwrap_or(0);
+        if spec > scaled_to {
+            let hpa = serde_json::to_value(hpas.get("side").await.unwrap()).unwrap();
+            let metrics = hpa["status"]["currentMetrics"].clone();
+            if scaled_to == 1 {
+                cpu_when_scaled = metrics
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .find_map(|m| m["resource"]["current"]["averageUtilization"].as_i64());
+            }
+            scaled_to = spec;
+            eprintln!(
+                "[{:>4}s] edge farm scaled to {spec}, {:.0} s into the load; the HPA saw {metrics}",
+                t0.elapsed().as_secs(),
+                start.elapsed().as_secs_f64()
+            );
+        }
+        // Once 3 pods (6 workers) serve, the ratio counts all their workers: about 1, where
+        // one pod's workers as the capacity would read about 3.
+        if ready == 3 && start.elapsed() > Duration::from_secs(40) {
+            let v = raw(&cluster.kubeconfig, &metric).expect("the sidecar busy ratio");
+            ratio_at_three = v["items"][0]["value"].as_str().map(String::from);
+        }
+    }
+    let load = load.finish();
+    eprintln!(
+        "[{:>4}s] load: {} requests, {} failed; busy ratio with 3 pods: {ratio_at_three:?}",
+        t0.elapsed().as_secs(),
+        load.requests,
+        load.errors()
+    );
+    assert!(scaled_to >= 2, "a busy sidecar did not add edge pods");
+    assert!(
+        cpu_when_scaled.is_some_and(|c| c < 70),
+        "CPU ({cpu_when_scaled:?} %) may have scaled the farm, not the sidecar's busy workers"
+    );
+    let ratio = quantity(
+        ratio_at_three
+            .as_deref()
+            .expect("the farm never had 3 ready pods under the load"),
+    );
+    assert!(
+        ratio < 2.0,
+        "with 3 edge pods of 2 workers and 6 requests in flight the ratio read {ratio}: the capacity is not summed over the edge pods"
+    );
+    assert_eq!(load.errors(), 0, "{}", load.raw);
+}
+
+/// A Kubernetes quantity as the adapter writes it ("1500m", "2").
+fn quantity(q: &str) -> f64 {
+    match q.strip_suffix('m') {
+        Some(milli) => milli.parse::<f64>().unwrap() / 1000.0,
+        None => q.parse().unwrap(),
+    }
 }
