@@ -106,9 +106,11 @@ build_images() {
 }
 
 # Imports only the archives whose image the cluster's containerd does not hold with the
-# same manifest digest (a second run imports nothing).
+# same manifest digest (a second run imports nothing). The images keep their `:dev` tag,
+# so pods already running a replaced one (a rerun after a code change) are restarted:
+# the operator's for its image, the example sites' for the others.
 load_images() {
-  local tar want have loaded=0
+  local tar want have loaded=0 operator=0 sites=0
   for tar in target/images/{skiff,skiff-operator,php-fpm,django}.oci.tar; do
     [ -f "$tar" ] || continue
     want=$(tar -xOf "$tar" index.json | python3 -c 'import json,sys; m=json.load(sys.stdin)["manifests"][0]; print(m["annotations"]["io.containerd.image.name"], m["digest"])')
@@ -116,8 +118,15 @@ load_images() {
     if [ "$have" != "$want" ]; then
       e2e/cluster load "$tar"
       loaded=$((loaded + 1))
+      case $tar in *skiff-operator*) operator=1 ;; *) sites=1 ;; esac
     fi
   done
+  if [ "$operator" = 1 ] && kube get deployment -n "$SYSTEM_NS" -o name 2>/dev/null | grep -q .; then
+    kube rollout restart deployment -n "$SYSTEM_NS"
+  fi
+  if [ "$sites" = 1 ] && kube get deployment -n "$SITES_NS" -o name 2>/dev/null | grep -q .; then
+    kube rollout restart deployment -n "$SITES_NS"
+  fi
   note "$loaded imported"
 }
 ctr_images() {
