@@ -30,6 +30,7 @@ mod reload;
 mod settings;
 mod shaping;
 mod shutdown;
+mod startup_pages;
 mod state;
 mod static_files;
 mod tls;

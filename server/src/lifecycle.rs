@@ -107,6 +107,15 @@ pub fn serve(
             addr: e.addr,
             source: e.source,
         })?;
+    for _ in 0..workers.threads.len() {
+        if workers
+            .started
+            .recv_timeout(Duration::from_secs(10))
+            .is_err()
+        {
+            break;
+        }
+    }
     let reload_triggers = file.map(|f| {
         let _guard = control.enter();
         (reload::Triggers::register(&f), f)
@@ -169,6 +178,11 @@ pub fn serve(
                 overrides,
             ));
         }
+        // The workers accept and these tasks have started: what starting touched and
+        // serving does not use goes back (BENCHMARKS.md, idle RSS).
+        tokio::task::yield_now().await;
+        let released = crate::startup_pages::release();
+        tracing::debug!(mappings = released, "startup's code pages given back");
         wait_for_signal().await;
         tracing::info!(delay = ?delay, grace = ?grace, "shutting down: readiness off");
         shutdown.advance(Phase::Draining);
@@ -191,7 +205,7 @@ pub fn serve(
         );
         return Ok(()); // worker threads are torn down with the process
     }
-    for w in workers {
+    for w in workers.threads {
         let _ = w.join();
     }
     tracing::info!("stopped cleanly");

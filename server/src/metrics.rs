@@ -94,6 +94,8 @@ pub struct Metrics {
     pub request_duration: Family<VhostLabels, Histogram, fn() -> Histogram>,
     pub response_bytes: Family<VhostLabels, Counter>,
     pub connections_open: Gauge,
+    /// Idle keep-alive connections parked out of their tasks (`conn::park`).
+    pub connections_parked: Gauge,
     pub cache_hits: Counter,
     pub cache_misses: Counter,
     pub cache_bytes: Gauge,
@@ -169,6 +171,12 @@ impl Metrics {
             "connections_open",
             "Client connections currently open",
             connections_open.clone(),
+        );
+        let connections_parked = Gauge::default();
+        registry.register(
+            "connections_parked",
+            "Idle keep-alive connections parked out of their tasks (a subset of the open ones)",
+            connections_parked.clone(),
         );
         let cache_hits = Counter::default();
         registry.register(
@@ -309,6 +317,7 @@ impl Metrics {
             request_duration,
             response_bytes,
             connections_open,
+            connections_parked,
             cache_hits,
             cache_misses,
             cache_bytes,

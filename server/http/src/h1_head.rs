@@ -286,7 +286,11 @@ mod tests {
         let line = format!("GET /{} HTTP/1.1", "a".repeat(64 - 14));
         assert_eq!(line.len(), limits().max_request_line);
         let req = format!("{line}\r\nHost: x\r\n\r\n");
-        assert!(outcome(req.as_bytes()).starts_with("GET"), "{}", outcome(req.as_bytes()));
+        assert!(
+            outcome(req.as_bytes()).starts_with("GET"),
+            "{}",
+            outcome(req.as_bytes())
+        );
         for cut in 1..req.len() {
             assert_eq!(outcome(&req.as_bytes()[..cut]), "incomplete", "{cut} bytes");
         }

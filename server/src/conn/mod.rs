@@ -7,54 +7,63 @@
 //! `exchange::Exchange`; file bodies go out with `file_send` (sendfile) or `reply_body`.
 
 mod activity;
+mod admission;
 mod file_send;
 mod h1;
 mod h2;
 mod hyper;
 mod origin;
+pub(crate) mod park;
 mod recorded_body;
 mod reply_body;
 mod rewind;
 mod send_deadline;
 mod tls;
 
+pub(crate) use admission::Admission;
+
 use crate::settings::H2Engine;
-use crate::state::Shared;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use tokio::net::TcpStream;
 
-/// Serves one accepted plain-HTTP connection until it closes.
+/// Serves one accepted plain-HTTP connection until it closes or is parked; `resumed`
+/// says it was parked after a request and is readable again.
 pub(crate) async fn serve(
     stream: TcpStream,
     peer: SocketAddr,
     local_port: u16,
-    shared: &Arc<Shared>,
+    admission: Admission,
+    resumed: bool,
 ) {
-    if let h1::Ended::Handoff(stream, prefix, _) =
-        h1::serve(stream, peer, local_port, shared, None).await
-    {
-        // The fast path hands an HTTP/2 connection over only once its whole preface is in.
-        let wire = if prefix.starts_with(skiff_http::h1_head::H2_PREFACE) {
-            hyper::Wire::Http2
-        } else {
-            hyper::Wire::Http1
-        };
-        let io = send_deadline::SendDeadline::new(
-            rewind::Rewind::new(stream, prefix),
-            shared.settings.limits.send_timeout,
-        );
-        let origin = origin::Origin {
-            peer,
-            local_port,
-            tls: None,
-        };
-        // Boxed, as the TLS path below: these connection futures are kilobytes, and every
-        // connection's task would otherwise reserve them while it waits on the fast path.
-        if wire == hyper::Wire::Http2 && shared.settings.h2_engine == H2Engine::Skiff {
-            Box::pin(h2::serve(io, origin, shared.clone())).await;
-        } else {
-            Box::pin(hyper::serve(io, wire, origin, shared.clone())).await;
+    let shared = &admission.shared;
+    match h1::serve(stream, peer, local_port, shared, None, resumed).await {
+        h1::Ended::Closed => {}
+        h1::Ended::Parked(stream, last_active) => {
+            park::park(stream, peer, local_port, last_active, admission);
+        }
+        h1::Ended::Handoff(stream, prefix, _) => {
+            // The fast path hands an HTTP/2 connection over only once its whole preface is in.
+            let wire = if prefix.starts_with(skiff_http::h1_head::H2_PREFACE) {
+                hyper::Wire::Http2
+            } else {
+                hyper::Wire::Http1
+            };
+            let io = send_deadline::SendDeadline::new(
+                rewind::Rewind::new(stream, prefix),
+                shared.settings.limits.send_timeout,
+            );
+            let origin = origin::Origin {
+                peer,
+                local_port,
+                tls: None,
+            };
+            // Boxed, as the TLS path below: these connection futures are kilobytes, and every
+            // connection's task would otherwise reserve them while it waits on the fast path.
+            if wire == hyper::Wire::Http2 && shared.settings.h2_engine == H2Engine::Skiff {
+                Box::pin(h2::serve(io, origin, shared.clone())).await;
+            } else {
+                Box::pin(hyper::serve(io, wire, origin, shared.clone())).await;
+            }
         }
     }
 }
@@ -64,9 +73,9 @@ pub(crate) async fn serve_tls(
     stream: TcpStream,
     peer: SocketAddr,
     local_port: u16,
-    shared: &Arc<Shared>,
+    admission: Admission,
 ) {
-    Box::pin(tls::serve(stream, peer, local_port, shared)).await;
+    Box::pin(tls::serve(stream, peer, local_port, &admission.shared)).await;
 }
 
 #[cfg(test)]
@@ -78,20 +87,22 @@ mod tests {
         std::mem::size_of::<F>()
     }
 
-    /// A connection's task reserves its future's whole size for as long as it lives, idle
-    /// or not. The rare paths (TLS, hyper, pool requests, writers that must wait) are
-    /// boxed so that an idle keep-alive connection's task stays near 1 KiB (it was 9 KiB
-    /// before, the TLS path's size; BENCHMARKS.md, idle connections).
+    /// A connection's task reserves its future's whole size for as long as it lives. The
+    /// rare paths (TLS, hyper, pool requests, writers that must wait) are boxed so that a
+    /// keep-alive connection's task stays near 1 KiB (it was 9 KiB before, the TLS path's
+    /// size) until it is parked (`park`; BENCHMARKS.md, idle connections).
     #[test]
     fn connection_tasks_reserve_little_for_rare_paths() {
-        type Sh = &'static Arc<Shared>;
-        let plain = future_size(|s: TcpStream, p: SocketAddr, l: u16, sh: Sh| serve(s, p, l, sh));
-        let tls = future_size(|s: TcpStream, p: SocketAddr, l: u16, sh: Sh| serve_tls(s, p, l, sh));
-        // Debug builds, where tests run, lay futures out a little larger than release.
+        let plain = future_size(|s: TcpStream, p: SocketAddr, l: u16, a: Admission| {
+            serve(s, p, l, a, false)
+        });
+        let tls = future_size(serve_tls);
+        // Debug builds, where tests run, lay futures out a little larger than release. The
+        // connection's `Admission` (40 bytes) was the accept loop's closure's before.
         assert!(
-            plain <= 1280,
+            plain <= 1344,
             "a plain connection's future is {plain} bytes"
         );
-        assert!(tls <= 128, "a TLS connection's future is {tls} bytes");
+        assert!(tls <= 176, "a TLS connection's future is {tls} bytes");
     }
 }

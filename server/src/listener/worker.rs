@@ -1,13 +1,14 @@
 //! Worker threads, listeners and the accept loop.
 
 use crate::access_log::AccessLog;
+use crate::conn::Admission;
 use crate::metrics::WorkerMetrics;
 use crate::shutdown::stopping;
 use crate::state::{install_worker, with_worker, Shared, WorkerState};
 use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpSocket};
@@ -53,7 +54,14 @@ pub struct BindError {
 
 /// Starts the worker threads. The first socket of each listener is bound here, so a bad
 /// address fails fast, and port 0 resolves to one real port that every worker then shares.
-pub fn run(shared: Arc<Shared>) -> Result<(Bound, Vec<JoinHandle<()>>), BindError> {
+/// The started workers: their threads, and one message each on `started` once it accepts.
+pub struct Workers {
+    pub threads: Vec<JoinHandle<()>>,
+    pub started: mpsc::Receiver<()>,
+}
+
+/// Binds the listeners and starts the workers.
+pub fn run(shared: Arc<Shared>) -> Result<(Bound, Workers), BindError> {
     let threads = shared.settings.threads.max(1);
     let wanted = [
         (Kind::Plain, shared.settings.listen),
@@ -80,18 +88,26 @@ pub fn run(shared: Arc<Shared>) -> Result<(Bound, Vec<JoinHandle<()>>), BindErro
         }
     }
     let mut handles = Vec::with_capacity(threads);
+    let (ready, started) = mpsc::channel();
     for (i, listeners) in per_worker.into_iter().enumerate() {
         let shared = shared.clone();
+        let ready = ready.clone();
         let handle = std::thread::Builder::new()
             .name(format!("skiff-worker-{i}"))
-            .spawn(move || worker_main(listeners, shared))
+            .spawn(move || worker_main(listeners, shared, ready))
             .map_err(|source| BindError {
                 addr: bound.plain.or(bound.tls).expect("a listener was bound"),
                 source,
             })?;
         handles.push(handle);
     }
-    Ok((bound, handles))
+    Ok((
+        bound,
+        Workers {
+            threads: handles,
+            started,
+        },
+    ))
 }
 
 fn bind_std(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
@@ -103,7 +119,11 @@ fn bind_std(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
     bind_listener(addr)
 }
 
-fn worker_main(listeners: Vec<(std::net::TcpListener, Kind)>, shared: Arc<Shared>) {
+fn worker_main(
+    listeners: Vec<(std::net::TcpListener, Kind)>,
+    shared: Arc<Shared>,
+    ready: mpsc::Sender<()>,
+) {
     let policy = shared.settings.cpu_scheduling;
     if let Err(e) = policy.apply_to_current_thread() {
         // A seccomp profile may forbid it; serving works the same, only less batched.
@@ -135,6 +155,7 @@ fn worker_main(listeners: Vec<(std::net::TcpListener, Kind)>, shared: Arc<Shared
                 with_worker(|w| w.log.flush());
             }
         });
+        crate::conn::park::start(&shared);
         let local = Arc::new(AtomicUsize::new(0));
         let mut loops = Vec::with_capacity(listeners.len());
         for (listener, kind) in listeners {
@@ -150,6 +171,10 @@ fn worker_main(listeners: Vec<(std::net::TcpListener, Kind)>, shared: Arc<Shared
                 accept_loop(listener, kind, &shared, &local).await
             }));
         }
+        // Once every accept loop has run to its first wait.
+        tokio::task::yield_now().await;
+        let _ = ready.send(());
+        drop(ready);
         for accepting in loops {
             let _ = accepting.await;
         }
@@ -206,20 +231,12 @@ async fn accept_loop(
                 shared.settings.send_buffer_bytes,
             );
         }
-        let shared = shared.clone();
-        let global = shared.shutdown.connection_opened();
-        local.fetch_add(1, Ordering::AcqRel);
-        let local = local.clone();
+        let admission = Admission::new(shared.clone(), permit, local);
         tokio::spawn(async move {
-            shared.metrics.connections_open.inc();
             match kind {
-                Kind::Plain => crate::conn::serve(stream, peer, local_port, &shared).await,
-                Kind::Tls => crate::conn::serve_tls(stream, peer, local_port, &shared).await,
+                Kind::Plain => crate::conn::serve(stream, peer, local_port, admission, false).await,
+                Kind::Tls => crate::conn::serve_tls(stream, peer, local_port, admission).await,
             }
-            shared.metrics.connections_open.dec();
-            drop(permit);
-            drop(global);
-            local.fetch_sub(1, Ordering::AcqRel);
         });
     }
 }

@@ -45,6 +45,9 @@ use tokio::time::Sleep;
 /// How a connection left the fast path.
 pub(super) enum Ended {
     Closed,
+    /// Idle past `park::PARK_AFTER` with nothing buffered: the stream and its last
+    /// request's time, for `park`.
+    Parked(TcpStream, Instant),
     /// For hyper, with the bytes read but not consumed (and, on kTLS, the records sent).
     Handoff(TcpStream, Bytes, Option<RecordBudget>),
 }
@@ -116,6 +119,16 @@ struct Conn<'s> {
     /// Whether a request has begun: until then, silence is bounded by the header timeout,
     /// not the keep-alive one.
     asked: bool,
+    /// Whether the connection may be parked when idle: plain (not kTLS), on a worker
+    /// that parks.
+    parkable: bool,
+}
+
+/// How `run` ended.
+enum Exit {
+    Closed,
+    Handoff,
+    Park,
 }
 
 pub(super) async fn serve(
@@ -124,11 +137,13 @@ pub(super) async fn serve(
     local_port: u16,
     shared: &Arc<Shared>,
     tls: Option<OnTls>,
+    resumed: bool,
 ) -> Ended {
     let (tls, records) = match tls {
         Some(t) => (Some(t.session), Some(t.records)),
         None => (None, None),
     };
+    let parkable = tls.is_none() && super::park::available();
     let mut out = Output::default();
     out.records = records;
     let mut conn = Conn {
@@ -146,13 +161,20 @@ pub(super) async fn serve(
         pending: Vec::new(),
         read_chunk: Vec::new(),
         partial_since: None,
+        // A parked connection resumes because it is readable: it is busy from now.
         last_active: Instant::now(),
-        asked: false,
+        asked: resumed,
+        parkable,
     };
-    let ended = conn.run().await;
-    let ended = match ended {
-        Ok(true) => Some(Bytes::copy_from_slice(&conn.buf[conn.start..conn.end])),
-        Ok(false) => None,
+    let exit = conn.run().await;
+    let ended = match exit {
+        Ok(Exit::Handoff) => Some(Bytes::copy_from_slice(&conn.buf[conn.start..conn.end])),
+        Ok(Exit::Park) => {
+            // `run` parks only with nothing buffered or queued.
+            conn.rest();
+            return Ended::Parked(conn.stream, conn.last_active);
+        }
+        Ok(Exit::Closed) => None,
         Err(e) => {
             tracing::debug!(peer = %conn.peer, error = %e, "connection ended with an error");
             None
@@ -171,15 +193,15 @@ pub(super) async fn serve(
 }
 
 impl Conn<'_> {
-    /// Serves requests until the connection closes (`false`) or goes to hyper (`true`).
-    async fn run(&mut self) -> io::Result<bool> {
+    /// Serves requests until the connection closes, goes to hyper, or is to be parked.
+    async fn run(&mut self) -> io::Result<Exit> {
         let mut phase = self.shared.shutdown.subscribe();
         let header_timeout = self.shared.settings.limits.header_timeout;
         // One timer per connection, re-armed lazily: requests only move `last_active`,
         // and the timer re-checks the real deadline when it fires.
-        let mut timer: std::pin::Pin<Box<Sleep>> = Box::pin(tokio::time::sleep_until(
-            (self.last_active + header_timeout).into(),
-        ));
+        let mut timer_at = self.idle_deadline();
+        let mut timer: std::pin::Pin<Box<Sleep>> =
+            Box::pin(tokio::time::sleep_until(timer_at.into()));
         let mut timer_for_partial = false;
         let mut verified = None;
         loop {
@@ -189,7 +211,7 @@ impl Conn<'_> {
                     Step::Complete(keep_alive) => {
                         if !keep_alive {
                             self.flush().await?;
-                            return Ok(false);
+                            return Ok(Exit::Closed);
                         }
                         if self.out.queued_bytes >= MAX_QUEUED_BYTES {
                             self.flush().await?;
@@ -216,12 +238,12 @@ impl Conn<'_> {
                         let (keep, ended) = Box::pin(backend::serve(link, client, *job)).await;
                         self.last_active = ended;
                         if !keep? {
-                            return Ok(false);
+                            return Ok(Exit::Closed);
                         }
                     }
                     Step::Handoff => {
                         self.flush().await?;
-                        return Ok(true);
+                        return Ok(Exit::Handoff);
                     }
                     Step::Verify(job) => {
                         let (verification, started) = *job;
@@ -234,11 +256,11 @@ impl Conn<'_> {
                     Step::Reject(status) => {
                         self.out.queue_error(status);
                         self.flush().await?;
-                        return Ok(false);
+                        return Ok(Exit::Closed);
                     }
                     Step::Drop => {
                         self.flush().await?;
-                        return Ok(false);
+                        return Ok(Exit::Closed);
                     }
                 }
             }
@@ -248,20 +270,29 @@ impl Conn<'_> {
                 self.end = 0;
                 self.partial_since = None;
                 if *phase.borrow() >= Phase::Stopping {
-                    return Ok(false);
+                    return Ok(Exit::Closed);
                 }
             } else if self.partial_since.is_none() {
                 self.partial_since = Some(Instant::now());
             }
             if let (Some(since), false) = (self.partial_since, timer_for_partial) {
                 timer_for_partial = true;
-                timer.as_mut().reset((since + header_timeout).into());
+                timer_at = since + header_timeout;
+                timer.as_mut().reset(timer_at.into());
+            } else if self.partial_since.is_none() && self.parkable && self.asked {
+                // Brought forward once; later requests only move `last_active`, and the
+                // timer re-checks when it fires, as for the keep-alive deadline.
+                let park_at = self.last_active + super::park::PARK_AFTER;
+                if park_at < timer_at {
+                    timer_at = park_at;
+                    timer.as_mut().reset(timer_at.into());
+                }
             }
             // Wait for bytes, the deadline, or shutdown (which only closes idle connections).
             loop {
                 match self.read_some()? {
                     ReadResult::Data => break,
-                    ReadResult::Eof => return Ok(false),
+                    ReadResult::Eof => return Ok(Exit::Closed),
                     ReadResult::WouldBlock => {}
                 }
                 if self.start == self.end {
@@ -275,25 +306,35 @@ impl Conn<'_> {
                             Some(t) => t + header_timeout,
                             None => self.idle_deadline(),
                         };
-                        if Instant::now() >= deadline {
+                        let now = Instant::now();
+                        if now >= deadline {
                             if self.partial_since.is_some() {
                                 self.out.queue_error(StatusCode::REQUEST_TIMEOUT);
                                 let _ = self.flush().await;
                             }
-                            return Ok(false);
+                            return Ok(Exit::Closed);
                         }
-                        timer.as_mut().reset(deadline.into());
+                        timer_at = deadline;
+                        if self.partial_since.is_none() && self.parkable && self.asked {
+                            let park_at = self.last_active + super::park::PARK_AFTER;
+                            if now >= park_at && super::park::available() {
+                                return Ok(Exit::Park);
+                            }
+                            timer_at = timer_at.min(park_at);
+                        }
+                        timer.as_mut().reset(timer_at.into());
                     }
                     _ = phase.changed(), if self.start == self.end => {
                         if *phase.borrow() >= Phase::Stopping {
-                            return Ok(false);
+                            return Ok(Exit::Closed);
                         }
                     }
                 }
             }
             if self.partial_since.is_none() && timer_for_partial {
                 timer_for_partial = false;
-                timer.as_mut().reset(self.idle_deadline().into());
+                timer_at = self.idle_deadline();
+                timer.as_mut().reset(timer_at.into());
             }
         }
     }

@@ -1,0 +1,277 @@
+//! Idle keep-alive connections parked out of their tasks: a plain HTTP/1.1 connection
+//! silent for `PARK_AFTER` gives up its task, its tokio registration and its timer for a
+//! slot in its worker's own epoll set, and a new task serves it once it is readable
+//! again. A task with its registration and timer takes about 2 KB; a parked connection
+//! takes its slot and its deadline's entry, about 150 bytes (nginx keeps about 500).
+
+use super::admission::Admission;
+use rustix::buffer::spare_capacity;
+use rustix::event::epoll;
+use std::cell::RefCell;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::net::SocketAddr;
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::io::unix::AsyncFd;
+use tokio::io::Interest;
+use tokio::sync::Notify;
+
+/// Silence after which a connection is parked. Requests of one page load follow each
+/// other within milliseconds; past this the client waits on its user, and parking and
+/// resuming (four epoll_ctl calls and a spawn, a few microseconds) are paid once a pause.
+pub(crate) const PARK_AFTER: Duration = Duration::from_millis(250);
+
+/// Events taken per epoll_wait.
+const EVENTS_PER_WAIT: usize = 64;
+
+/// A connection waiting in the set.
+struct Parked {
+    stream: std::net::TcpStream,
+    peer: SocketAddr,
+    local_port: u16,
+    admission: Admission,
+}
+
+/// A slot; `gen` tells a reused slot from the one an event or deadline was meant for.
+struct Slot {
+    gen: u32,
+    conn: Option<Parked>,
+}
+
+/// One worker's parked connections.
+struct Set {
+    epoll: OwnedFd,
+    slots: Vec<Slot>,
+    free: Vec<u32>,
+    /// Keep-alive deadlines, earliest first: (when, slot, gen).
+    deadlines: BinaryHeap<Reverse<(Instant, u32, u32)>>,
+    /// The deadline the set's task sleeps until, if any.
+    armed: Option<Instant>,
+    /// Wakes the set's task for a deadline earlier than the armed one.
+    wake: Arc<Notify>,
+    /// Set once the server stops: connections are then closed, not parked.
+    stopping: bool,
+    /// epoll_wait's output, kept here: epoll events are not Send, so not in the task.
+    events: Vec<epoll::Event>,
+}
+
+thread_local! {
+    static SET: RefCell<Option<Set>> = const { RefCell::new(None) };
+}
+
+/// Whether this thread parks connections (a worker whose set started; not a test's
+/// runtime, nor a stopping server).
+pub(crate) fn available() -> bool {
+    SET.with(|s| s.borrow().as_ref().is_some_and(|s| !s.stopping))
+}
+
+/// Starts this worker's set and the task that watches it. Without an epoll instance
+/// (a sandbox forbidding it), connections simply wait in their tasks.
+#[allow(unsafe_code)]
+pub(crate) fn start(shared: &Arc<crate::state::Shared>) {
+    let made = (|| -> std::io::Result<(OwnedFd, AsyncFd<OwnedFd>)> {
+        let ours = epoll::create(epoll::CreateFlags::CLOEXEC)?;
+        let task = ours.try_clone()?;
+        // SAFETY: an OwnedFd keeps its descriptor open and the same until dropped.
+        let watched = unsafe { AsyncFd::register_with_interest(task, Interest::READABLE) }
+            .map_err(std::io::Error::from)?;
+        Ok((ours, watched))
+    })();
+    let (epoll, watched) = match made {
+        Ok(x) => x,
+        Err(e) => {
+            tracing::warn!(error = %e, "idle connections will not be parked: no epoll set");
+            return;
+        }
+    };
+    let wake = Arc::new(Notify::new());
+    SET.with(|s| {
+        *s.borrow_mut() = Some(Set {
+            epoll,
+            slots: Vec::new(),
+            free: Vec::new(),
+            deadlines: BinaryHeap::new(),
+            armed: None,
+            wake: wake.clone(),
+            stopping: false,
+            events: Vec::with_capacity(EVENTS_PER_WAIT),
+        })
+    });
+    tokio::spawn(watch(watched, wake, shared.clone()));
+}
+
+/// Parks an idle connection (one with nothing buffered and nothing to send) until it is
+/// readable, or until its keep-alive deadline (from `last_active`, its last request) when
+/// it is closed. It is closed at once when the server stops or the set cannot take it.
+pub(crate) fn park(
+    stream: tokio::net::TcpStream,
+    peer: SocketAddr,
+    local_port: u16,
+    last_active: Instant,
+    admission: Admission,
+) {
+    // Leaves tokio's epoll set (and frees its registration) first.
+    let Ok(stream) = stream.into_std() else {
+        return;
+    };
+    let keepalive = admission.shared.settings.limits.keepalive_timeout;
+    let metrics = admission.shared.metrics.clone();
+    let conn = Parked {
+        stream,
+        peer,
+        local_port,
+        admission,
+    };
+    SET.with(|s| {
+        let mut s = s.borrow_mut();
+        let Some(set) = s.as_mut().filter(|s| !s.stopping) else {
+            return;
+        };
+        let idx = match set.free.pop() {
+            Some(i) => i,
+            None => {
+                set.slots.push(Slot { gen: 0, conn: None });
+                (set.slots.len() - 1) as u32
+            }
+        };
+        let slot = &mut set.slots[idx as usize];
+        slot.gen = slot.gen.wrapping_add(1);
+        let gen = slot.gen;
+        // Level-triggered: bytes that came after the task's last read report at once.
+        let data = epoll::EventData::new_u64(u64::from(gen) << 32 | u64::from(idx));
+        let flags = epoll::EventFlags::IN | epoll::EventFlags::RDHUP;
+        if let Err(e) = epoll::add(&set.epoll, &conn.stream, data, flags) {
+            tracing::debug!(error = %e, "cannot park a connection; closing it");
+            set.free.push(idx);
+            return;
+        }
+        slot.conn = Some(conn);
+        metrics.connections_parked.inc();
+        let deadline = last_active + keepalive;
+        set.deadlines.push(Reverse((deadline, idx, gen)));
+        if set.armed.is_none_or(|a| deadline < a) {
+            set.wake.notify_one();
+        }
+    });
+}
+
+impl Set {
+    /// Takes the connection in `idx` if it is still the one of generation `gen`.
+    fn take(&mut self, idx: u32, gen: u32) -> Option<Parked> {
+        let slot = self.slots.get_mut(idx as usize)?;
+        if slot.gen != gen {
+            return None;
+        }
+        let conn = slot.conn.take()?;
+        let _ = epoll::delete(&self.epoll, &conn.stream);
+        self.free.push(idx);
+        conn.admission.shared.metrics.connections_parked.dec();
+        Some(conn)
+    }
+
+    /// Closes the connections whose keep-alive deadline has passed; returns the next one.
+    fn expire(&mut self, now: Instant) -> Option<Instant> {
+        while let Some(&Reverse((when, idx, gen))) = self.deadlines.peek() {
+            if when > now {
+                return Some(when);
+            }
+            self.deadlines.pop();
+            // Closing the socket also takes it out of the epoll set.
+            drop(self.take(idx, gen));
+        }
+        None
+    }
+
+    /// Hands every connection epoll reports readable to a new task; returns how many
+    /// events there were.
+    fn resume_ready(&mut self) -> rustix::io::Result<usize> {
+        let no_wait = rustix::event::Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        let mut events = std::mem::take(&mut self.events);
+        events.clear();
+        let waited = epoll::wait(&self.epoll, spare_capacity(&mut events), Some(&no_wait));
+        let n = events.len();
+        for event in events.drain(..) {
+            let data = event.data.u64();
+            if let Some(conn) = self.take(data as u32, (data >> 32) as u32) {
+                tokio::spawn(resume(conn));
+            }
+        }
+        self.events = events;
+        waited.map(|_| n)
+    }
+
+    /// Closes every parked connection, and parks none from now on.
+    fn close_all(&mut self) {
+        self.stopping = true;
+        for idx in 0..self.slots.len() as u32 {
+            let gen = self.slots[idx as usize].gen;
+            drop(self.take(idx, gen));
+        }
+        self.deadlines.clear();
+    }
+}
+
+fn with_set<R>(f: impl FnOnce(&mut Set) -> R) -> Option<R> {
+    SET.with(|s| s.borrow_mut().as_mut().map(f))
+}
+
+/// The set's task: hands readable connections to new tasks, closes the ones whose
+/// keep-alive deadline passed, and all of them once the server stops.
+async fn watch(epoll: AsyncFd<OwnedFd>, wake: Arc<Notify>, shared: Arc<crate::state::Shared>) {
+    let mut phase = shared.shutdown.subscribe();
+    loop {
+        let next = with_set(|s| {
+            let next = s.expire(Instant::now());
+            s.armed = next;
+            next
+        })
+        .flatten();
+        let sleep = async move {
+            match next {
+                Some(at) => tokio::time::sleep_until(at.into()).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            biased;
+            () = crate::shutdown::stopping(&mut phase) => {
+                with_set(Set::close_all);
+                return;
+            }
+            ready = epoll.readable() => {
+                let Ok(mut ready) = ready else { return };
+                match with_set(Set::resume_ready) {
+                    Some(Ok(0)) => ready.clear_ready(),
+                    Some(Ok(_)) | Some(Err(rustix::io::Errno::INTR)) => {}
+                    Some(Err(e)) => {
+                        tracing::error!(error = %e, "epoll_wait on the parked connections failed");
+                        with_set(Set::close_all);
+                        return;
+                    }
+                    None => return,
+                }
+            }
+            () = sleep => {}
+            () = wake.notified() => {}
+        }
+    }
+}
+
+/// Serves a parked connection that became readable (a request, or the peer closing).
+async fn resume(conn: Parked) {
+    let Parked {
+        stream,
+        peer,
+        local_port,
+        admission,
+    } = conn;
+    match tokio::net::TcpStream::from_std(stream) {
+        Ok(stream) => super::serve(stream, peer, local_port, admission, true).await,
+        Err(e) => tracing::debug!(error = %e, "cannot resume a parked connection"),
+    }
+}

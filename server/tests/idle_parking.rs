@@ -1,0 +1,176 @@
+//! Idle keep-alive connections parked out of their tasks (`conn::park`): served again
+//! when they speak, closed at their keep-alive deadline and at shutdown, and still
+//! holding their place under `--max-connections` while parked.
+
+mod common;
+
+use common::{sample_site, Server};
+use std::io::{ErrorKind, Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+const GET: &[u8] = b"GET /index.html HTTP/1.1\r\nHost: t\r\n\r\n";
+
+/// Sends one GET and reads its whole response (the sample site's index.html has a
+/// Content-Length); returns the status.
+fn exchange(s: &mut TcpStream) -> u16 {
+    s.write_all(GET).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        let n = s.read(&mut buf).expect("a response");
+        assert!(n > 0, "closed before the response ended");
+        got.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&got);
+        if let Some(end) = text.find("\r\n\r\n") {
+            let length: usize = text[..end]
+                .lines()
+                .find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("content-length: ")
+                        .map(|v| v.trim().parse().unwrap())
+                })
+                .expect("a Content-Length");
+            if got.len() >= end + 4 + length {
+                return text[9..12].parse().unwrap();
+            }
+        }
+    }
+}
+
+/// Polls `metric` until it reads `want`; panics after 5 s.
+fn wait_metric(srv: &Server, metric: &str, want: f64) {
+    let end = Instant::now() + Duration::from_secs(5);
+    loop {
+        let got = srv.metric(metric);
+        if got == Some(want) {
+            return;
+        }
+        assert!(
+            Instant::now() < end,
+            "{metric} stayed {got:?}, expected {want}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Reads until the server closes; the time it took, or None past `limit`.
+fn closed_within(s: &mut TcpStream, limit: Duration) -> Option<Duration> {
+    let t0 = Instant::now();
+    s.set_read_timeout(Some(limit)).unwrap();
+    let mut buf = [0u8; 1024];
+    match s.read(&mut buf) {
+        Ok(0) => Some(t0.elapsed()),
+        Ok(_) => panic!("an idle connection got bytes"),
+        Err(e) if e.kind() == ErrorKind::ConnectionReset => Some(t0.elapsed()),
+        Err(_) => None,
+    }
+}
+
+#[test]
+fn a_parked_connection_is_served_again_and_its_close_is_seen() {
+    let site = sample_site();
+    let srv = Server::start(
+        site.path(),
+        &["--threads", "1", "--keepalive-timeout", "60s"],
+    );
+    let mut s = TcpStream::connect(srv.addr).unwrap();
+    assert_eq!(exchange(&mut s), 200);
+    wait_metric(&srv, "skiff_connections_parked", 1.0);
+    // Twice, so a resumed connection parks again.
+    for _ in 0..2 {
+        assert_eq!(exchange(&mut s), 200, "a parked connection answered");
+        wait_metric(&srv, "skiff_connections_parked", 1.0);
+    }
+    assert_eq!(srv.metric("skiff_connections_open"), Some(1.0));
+    drop(s);
+    wait_metric(&srv, "skiff_connections_parked", 0.0);
+    wait_metric(&srv, "skiff_connections_open", 0.0);
+}
+
+#[test]
+fn a_parked_connection_is_closed_at_its_keepalive_deadline() {
+    let site = sample_site();
+    let srv = Server::start(
+        site.path(),
+        &["--threads", "1", "--keepalive-timeout", "1500ms"],
+    );
+    let mut s = TcpStream::connect(srv.addr).unwrap();
+    assert_eq!(exchange(&mut s), 200);
+    let asked = Instant::now();
+    wait_metric(&srv, "skiff_connections_parked", 1.0);
+    closed_within(&mut s, Duration::from_secs(5)).expect("closed within 5 s");
+    let after = asked.elapsed();
+    assert!(
+        after >= Duration::from_millis(1400) && after < Duration::from_secs(3),
+        "closed {after:?} after its last request, with a 1.5 s keep-alive timeout"
+    );
+    wait_metric(&srv, "skiff_connections_parked", 0.0);
+}
+
+#[test]
+fn parked_connections_keep_their_place_under_max_connections() {
+    let site = sample_site();
+    let srv = Server::start(
+        site.path(),
+        &[
+            "--threads",
+            "1",
+            "--max-connections",
+            "1",
+            "--keepalive-timeout",
+            "60s",
+        ],
+    );
+    let mut first = TcpStream::connect(srv.addr).unwrap();
+    assert_eq!(exchange(&mut first), 200);
+    wait_metric(&srv, "skiff_connections_parked", 1.0);
+    // The second waits for a permit: no answer while the first is parked.
+    let mut second = TcpStream::connect(srv.addr).unwrap();
+    second.write_all(GET).unwrap();
+    second
+        .set_read_timeout(Some(Duration::from_millis(600)))
+        .unwrap();
+    let mut buf = [0u8; 64];
+    assert!(
+        second.read(&mut buf).is_err(),
+        "a second connection was served past --max-connections 1"
+    );
+    drop(first);
+    second
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let n = second
+        .read(&mut buf)
+        .expect("served once the parked one closed");
+    assert!(buf[..n].starts_with(b"HTTP/1.1 200"));
+}
+
+#[test]
+fn shutdown_closes_parked_connections_at_once() {
+    let site = sample_site();
+    let mut srv = Server::start(
+        site.path(),
+        &[
+            "--threads",
+            "1",
+            "--keepalive-timeout",
+            "60s",
+            "--shutdown-delay",
+            "0s",
+            "--shutdown-grace",
+            "30s",
+        ],
+    );
+    let mut s = TcpStream::connect(srv.addr).unwrap();
+    assert_eq!(exchange(&mut s), 200);
+    wait_metric(&srv, "skiff_connections_parked", 1.0);
+    srv.signal("TERM");
+    closed_within(&mut s, Duration::from_secs(5)).expect("a parked connection closed at shutdown");
+    assert_eq!(
+        srv.wait_exit(Duration::from_secs(5)),
+        Some(0),
+        "the drain waited on a parked connection"
+    );
+}
