@@ -14,6 +14,7 @@
 
 mod access_log;
 mod admin;
+mod allocator;
 mod app;
 mod cache;
 pub mod cli;

@@ -109,6 +109,29 @@ fn a_parked_connection_is_closed_at_its_keepalive_deadline() {
     wait_metric(&srv, "skiff_connections_parked", 0.0);
 }
 
+/// Waking a parked connection with no request (a bare CRLF, which RFC 9112 lets a server
+/// skip) does not move its keep-alive deadline: the deadline runs from the last request.
+#[test]
+fn waking_a_parked_connection_without_a_request_keeps_its_deadline() {
+    let site = sample_site();
+    let srv = Server::start(
+        site.path(),
+        &["--threads", "1", "--keepalive-timeout", "1500ms"],
+    );
+    let mut s = TcpStream::connect(srv.addr).unwrap();
+    assert_eq!(exchange(&mut s), 200);
+    let asked = Instant::now();
+    wait_metric(&srv, "skiff_connections_parked", 1.0);
+    std::thread::sleep(Duration::from_millis(800).saturating_sub(asked.elapsed()));
+    s.write_all(b"\r\n").unwrap();
+    closed_within(&mut s, Duration::from_secs(5)).expect("closed within 5 s");
+    let after = asked.elapsed();
+    assert!(
+        after < Duration::from_millis(2200),
+        "closed {after:?} after its last request: the CRLF at 800 ms restarted the 1.5 s keep-alive timeout"
+    );
+}
+
 #[test]
 fn parked_connections_keep_their_place_under_max_connections() {
     let site = sample_site();

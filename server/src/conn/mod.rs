@@ -26,14 +26,14 @@ use crate::settings::H2Engine;
 use std::net::SocketAddr;
 use tokio::net::TcpStream;
 
-/// Serves one accepted plain-HTTP connection until it closes or is parked; `resumed`
-/// says it was parked after a request and is readable again.
+/// Serves one accepted plain-HTTP connection until it closes or is parked; `resumed` is
+/// the last request's time of a parked connection that is readable again.
 pub(crate) async fn serve(
     stream: TcpStream,
     peer: SocketAddr,
     local_port: u16,
     admission: Admission,
-    resumed: bool,
+    resumed: Option<std::time::Instant>,
 ) {
     let shared = &admission.shared;
     match h1::serve(stream, peer, local_port, shared, None, resumed).await {
@@ -94,7 +94,7 @@ mod tests {
     #[test]
     fn connection_tasks_reserve_little_for_rare_paths() {
         let plain = future_size(|s: TcpStream, p: SocketAddr, l: u16, a: Admission| {
-            serve(s, p, l, a, false)
+            serve(s, p, l, a, None)
         });
         let tls = future_size(serve_tls);
         // Debug builds, where tests run, lay futures out a little larger than release. The

@@ -26,11 +26,19 @@ pub(crate) const PARK_AFTER: Duration = Duration::from_millis(250);
 /// Events taken per epoll_wait.
 const EVENTS_PER_WAIT: usize = 64;
 
+/// Parked in a burst, this many connections' tasks have been freed: their memory goes
+/// back to the OS `COLLECT_AFTER` after the burst, not at the allocator's leisure.
+const COLLECT_BURST: usize = 64;
+const COLLECT_AFTER: Duration = Duration::from_millis(100);
+
 /// A connection waiting in the set.
 struct Parked {
     stream: std::net::TcpStream,
     peer: SocketAddr,
     local_port: u16,
+    /// Its last request's time: the keep-alive deadline runs from it, through resumes
+    /// that bring no request.
+    last_request: Instant,
     admission: Admission,
 }
 
@@ -53,6 +61,10 @@ struct Set {
     wake: Arc<Notify>,
     /// Set once the server stops: connections are then closed, not parked.
     stopping: bool,
+    /// Connections in the set.
+    parked: usize,
+    /// Parked since memory was last given back.
+    since_collect: usize,
     /// epoll_wait's output, kept here: epoll events are not Send, so not in the task.
     events: Vec<epoll::Event>,
 }
@@ -96,6 +108,8 @@ pub(crate) fn start(shared: &Arc<crate::state::Shared>) {
             armed: None,
             wake: wake.clone(),
             stopping: false,
+            parked: 0,
+            since_collect: 0,
             events: Vec::with_capacity(EVENTS_PER_WAIT),
         })
     });
@@ -109,7 +123,7 @@ pub(crate) fn park(
     stream: tokio::net::TcpStream,
     peer: SocketAddr,
     local_port: u16,
-    last_active: Instant,
+    last_request: Instant,
     admission: Admission,
 ) {
     // Leaves tokio's epoll set (and frees its registration) first.
@@ -122,6 +136,7 @@ pub(crate) fn park(
         stream,
         peer,
         local_port,
+        last_request,
         admission,
     };
     SET.with(|s| {
@@ -149,9 +164,22 @@ pub(crate) fn park(
         }
         slot.conn = Some(conn);
         metrics.connections_parked.inc();
-        let deadline = last_active + keepalive;
+        set.parked += 1;
+        set.since_collect += 1;
+        let deadline = last_request + keepalive;
         set.deadlines.push(Reverse((deadline, idx, gen)));
-        if set.armed.is_none_or(|a| deadline < a) {
+        // A resumed connection's entry stays until its deadline: drop the stale ones
+        // before they outnumber the live ones (a client waking its connection every
+        // 250 ms would otherwise leave hundreds).
+        if set.deadlines.len() > 2 * set.parked + 1024 {
+            let slots = &set.slots;
+            set.deadlines.retain(|Reverse((_, i, g))| {
+                let slot = &slots[*i as usize];
+                slot.gen == *g && slot.conn.is_some()
+            });
+            set.deadlines.shrink_to(2 * set.parked + 1024);
+        }
+        if set.armed.is_none_or(|a| deadline < a) || set.since_collect == COLLECT_BURST {
             set.wake.notify_one();
         }
     });
@@ -165,9 +193,14 @@ impl Set {
             return None;
         }
         let conn = slot.conn.take()?;
-        let _ = epoll::delete(&self.epoll, &conn.stream);
         self.free.push(idx);
+        self.parked -= 1;
         conn.admission.shared.metrics.connections_parked.dec();
+        // A socket left in the set would report readable forever: closing it takes it out.
+        if let Err(e) = epoll::delete(&self.epoll, &conn.stream) {
+            tracing::debug!(error = %e, "cannot unpark a connection; closing it");
+            return None;
+        }
         Some(conn)
     }
 
@@ -217,20 +250,48 @@ impl Set {
 }
 
 fn with_set<R>(f: impl FnOnce(&mut Set) -> R) -> Option<R> {
-    SET.with(|s| s.borrow_mut().as_mut().map(f))
+    // try_with: at thread exit the set may already be gone.
+    SET.try_with(|s| s.borrow_mut().as_mut().map(f))
+        .ok()
+        .flatten()
+}
+
+/// Closes the set's connections however the task ends (a runtime torn down included), so
+/// none waits in a set nobody watches.
+struct CloseOnExit;
+
+impl Drop for CloseOnExit {
+    fn drop(&mut self) {
+        with_set(Set::close_all);
+    }
 }
 
 /// The set's task: hands readable connections to new tasks, closes the ones whose
 /// keep-alive deadline passed, and all of them once the server stops.
 async fn watch(epoll: AsyncFd<OwnedFd>, wake: Arc<Notify>, shared: Arc<crate::state::Shared>) {
+    let _close = CloseOnExit;
     let mut phase = shared.shutdown.subscribe();
+    let mut collect_at: Option<Instant> = None;
     loop {
+        let now = Instant::now();
+        if collect_at.is_some_and(|at| now >= at) {
+            collect_at = None;
+            crate::allocator::give_back_free_pages();
+        }
         let next = with_set(|s| {
-            let next = s.expire(Instant::now());
+            if s.since_collect >= COLLECT_BURST {
+                s.since_collect = 0;
+                collect_at.get_or_insert(now + COLLECT_AFTER);
+            }
+            let next = s.expire(now);
             s.armed = next;
             next
         })
         .flatten();
+        let next = match (next, collect_at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         let sleep = async move {
             match next {
                 Some(at) => tokio::time::sleep_until(at.into()).await,
@@ -239,10 +300,7 @@ async fn watch(epoll: AsyncFd<OwnedFd>, wake: Arc<Notify>, shared: Arc<crate::st
         };
         tokio::select! {
             biased;
-            () = crate::shutdown::stopping(&mut phase) => {
-                with_set(Set::close_all);
-                return;
-            }
+            () = crate::shutdown::stopping(&mut phase) => return,
             ready = epoll.readable() => {
                 let Ok(mut ready) = ready else { return };
                 match with_set(Set::resume_ready) {
@@ -250,7 +308,6 @@ async fn watch(epoll: AsyncFd<OwnedFd>, wake: Arc<Notify>, shared: Arc<crate::st
                     Some(Ok(_)) | Some(Err(rustix::io::Errno::INTR)) => {}
                     Some(Err(e)) => {
                         tracing::error!(error = %e, "epoll_wait on the parked connections failed");
-                        with_set(Set::close_all);
                         return;
                     }
                     None => return,
@@ -268,10 +325,11 @@ async fn resume(conn: Parked) {
         stream,
         peer,
         local_port,
+        last_request,
         admission,
     } = conn;
     match tokio::net::TcpStream::from_std(stream) {
-        Ok(stream) => super::serve(stream, peer, local_port, admission, true).await,
+        Ok(stream) => super::serve(stream, peer, local_port, admission, Some(last_request)).await,
         Err(e) => tracing::debug!(error = %e, "cannot resume a parked connection"),
     }
 }

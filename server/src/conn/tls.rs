@@ -127,7 +127,7 @@ async fn serve_kernel(
         records: RecordBudget::new(kernel.records_sent),
     };
     let h1::Ended::Handoff(socket, prefix, records) =
-        h1::serve(socket, peer, local_port, shared, Some(on_tls), false).await
+        h1::serve(socket, peer, local_port, shared, Some(on_tls), None).await
     else {
         return;
     };

@@ -234,7 +234,7 @@ async fn accept_loop(
         let admission = Admission::new(shared.clone(), permit, local);
         tokio::spawn(async move {
             match kind {
-                Kind::Plain => crate::conn::serve(stream, peer, local_port, admission, false).await,
+                Kind::Plain => crate::conn::serve(stream, peer, local_port, admission, None).await,
                 Kind::Tls => crate::conn::serve_tls(stream, peer, local_port, admission).await,
             }
         });

@@ -122,6 +122,9 @@ struct Conn<'s> {
     /// Whether the connection may be parked when idle: plain (not kTLS), on a worker
     /// that parks.
     parkable: bool,
+    /// When this task began serving it: a resumed connection is not idle before it has
+    /// read what woke it, whatever its last request's time.
+    began: Instant,
 }
 
 /// How `run` ended.
@@ -137,7 +140,7 @@ pub(super) async fn serve(
     local_port: u16,
     shared: &Arc<Shared>,
     tls: Option<OnTls>,
-    resumed: bool,
+    resumed: Option<Instant>,
 ) -> Ended {
     let (tls, records) = match tls {
         Some(t) => (Some(t.session), Some(t.records)),
@@ -161,10 +164,11 @@ pub(super) async fn serve(
         pending: Vec::new(),
         read_chunk: Vec::new(),
         partial_since: None,
-        // A parked connection resumes because it is readable: it is busy from now.
-        last_active: Instant::now(),
-        asked: resumed,
+        // A resumed connection's keep-alive deadline still runs from its last request.
+        last_active: resumed.unwrap_or_else(Instant::now),
+        asked: resumed.is_some(),
         parkable,
+        began: Instant::now(),
     };
     let exit = conn.run().await;
     let ended = match exit {
@@ -282,7 +286,7 @@ impl Conn<'_> {
             } else if self.partial_since.is_none() && self.parkable && self.asked {
                 // Brought forward once; later requests only move `last_active`, and the
                 // timer re-checks when it fires, as for the keep-alive deadline.
-                let park_at = self.last_active + super::park::PARK_AFTER;
+                let park_at = self.park_at();
                 if park_at < timer_at {
                     timer_at = park_at;
                     timer.as_mut().reset(timer_at.into());
@@ -316,11 +320,16 @@ impl Conn<'_> {
                         }
                         timer_at = deadline;
                         if self.partial_since.is_none() && self.parkable && self.asked {
-                            let park_at = self.last_active + super::park::PARK_AFTER;
-                            if now >= park_at && super::park::available() {
+                            let park_at = self.park_at();
+                            if now < park_at {
+                                timer_at = timer_at.min(park_at);
+                            } else if super::park::available() {
                                 return Ok(Exit::Park);
+                            } else {
+                                // The worker stopped parking (the server stops): wait
+                                // here, until the keep-alive deadline or shutdown.
+                                self.parkable = false;
                             }
-                            timer_at = timer_at.min(park_at);
                         }
                         timer.as_mut().reset(timer_at.into());
                     }
@@ -337,6 +346,11 @@ impl Conn<'_> {
                 timer.as_mut().reset(timer_at.into());
             }
         }
+    }
+
+    /// When an idle connection is parked.
+    fn park_at(&self) -> Instant {
+        self.last_active.max(self.began) + super::park::PARK_AFTER
     }
 
     /// When an idle connection is closed: the header timeout after it opened if it has not
