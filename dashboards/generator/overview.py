@@ -138,9 +138,16 @@ def build():
     pods = [
         timeseries(
             "Open connections",
-            "Client connections open, summed over the pods.",
+            "Client connections open, summed over the pods, and of them the idle keep-alive "
+            "ones parked out of their tasks (about 300 bytes each).",
             "short",
-            [query(f"sum by ({BY_VS}) (skiff_connections_open{{{VS}}})", LEGEND_VS)],
+            [
+                query(f"sum by ({BY_VS}) (skiff_connections_open{{{VS}}})", LEGEND_VS),
+                query(
+                    f"sum by ({BY_VS}) (skiff_connections_parked{{{VS}}})",
+                    LEGEND_VS + " parked",
+                ),
+            ],
             span=8,
         ),
         timeseries(

@@ -2,7 +2,7 @@
 //! silent for `PARK_AFTER` gives up its task, its tokio registration and its timer for a
 //! slot in its worker's own epoll set, and a new task serves it once it is readable
 //! again. A task with its registration and timer takes about 2 KB; a parked connection
-//! takes its slot and its deadline's entry, about 150 bytes (nginx keeps about 500).
+//! takes its slot and its deadline's entry: about 300 bytes measured with 10,000 (nginx about 500).
 
 use super::admission::Admission;
 use rustix::buffer::spare_capacity;
