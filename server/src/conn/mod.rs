@@ -13,7 +13,7 @@ mod h1;
 mod h2;
 mod hyper;
 mod origin;
-pub(crate) mod park;
+mod park;
 mod recorded_body;
 mod reply_body;
 mod rewind;
@@ -66,6 +66,28 @@ pub(crate) async fn serve(
             }
         }
     }
+}
+
+/// Starts this worker's parking of idle connections (`park`).
+pub(crate) fn start_worker(shared: &std::sync::Arc<crate::state::Shared>) {
+    park::start(shared, resume);
+}
+
+/// Serves a parked connection that became readable, in a new task.
+fn resume(conn: park::Parked) {
+    let park::Parked {
+        stream,
+        peer,
+        local_port,
+        last_request,
+        admission,
+    } = conn;
+    tokio::spawn(async move {
+        match TcpStream::from_std(stream) {
+            Ok(stream) => serve(stream, peer, local_port, admission, Some(last_request)).await,
+            Err(e) => tracing::debug!(error = %e, "cannot resume a parked connection"),
+        }
+    });
 }
 
 /// Serves one accepted connection on the TLS listener until it closes.

@@ -31,15 +31,15 @@ const EVENTS_PER_WAIT: usize = 64;
 const COLLECT_BURST: usize = 64;
 const COLLECT_AFTER: Duration = Duration::from_millis(100);
 
-/// A connection waiting in the set.
-struct Parked {
-    stream: std::net::TcpStream,
-    peer: SocketAddr,
-    local_port: u16,
+/// A connection waiting in the set, as it is handed back when readable.
+pub(crate) struct Parked {
+    pub stream: std::net::TcpStream,
+    pub peer: SocketAddr,
+    pub local_port: u16,
     /// Its last request's time: the keep-alive deadline runs from it, through resumes
     /// that bring no request.
-    last_request: Instant,
-    admission: Admission,
+    pub last_request: Instant,
+    pub admission: Admission,
 }
 
 /// A slot; `gen` tells a reused slot from the one an event or deadline was meant for.
@@ -67,6 +67,8 @@ struct Set {
     since_collect: usize,
     /// epoll_wait's output, kept here: epoll events are not Send, so not in the task.
     events: Vec<epoll::Event>,
+    /// Serves a connection that became readable (a request, or the peer closing).
+    resume: fn(Parked),
 }
 
 thread_local! {
@@ -82,7 +84,7 @@ pub(crate) fn available() -> bool {
 /// Starts this worker's set and the task that watches it. Without an epoll instance
 /// (a sandbox forbidding it), connections simply wait in their tasks.
 #[allow(unsafe_code)]
-pub(crate) fn start(shared: &Arc<crate::state::Shared>) {
+pub(crate) fn start(shared: &Arc<crate::state::Shared>, resume: fn(Parked)) {
     let made = (|| -> std::io::Result<(OwnedFd, AsyncFd<OwnedFd>)> {
         let ours = epoll::create(epoll::CreateFlags::CLOEXEC)?;
         let task = ours.try_clone()?;
@@ -111,6 +113,7 @@ pub(crate) fn start(shared: &Arc<crate::state::Shared>) {
             parked: 0,
             since_collect: 0,
             events: Vec::with_capacity(EVENTS_PER_WAIT),
+            resume,
         })
     });
     tokio::spawn(watch(watched, wake, shared.clone()));
@@ -231,7 +234,7 @@ impl Set {
         for event in events.drain(..) {
             let data = event.data.u64();
             if let Some(conn) = self.take(data as u32, (data >> 32) as u32) {
-                tokio::spawn(resume(conn));
+                (self.resume)(conn);
             }
         }
         self.events = events;
@@ -316,20 +319,5 @@ async fn watch(epoll: AsyncFd<OwnedFd>, wake: Arc<Notify>, shared: Arc<crate::st
             () = sleep => {}
             () = wake.notified() => {}
         }
-    }
-}
-
-/// Serves a parked connection that became readable (a request, or the peer closing).
-async fn resume(conn: Parked) {
-    let Parked {
-        stream,
-        peer,
-        local_port,
-        last_request,
-        admission,
-    } = conn;
-    match tokio::net::TcpStream::from_std(stream) {
-        Ok(stream) => super::serve(stream, peer, local_port, admission, Some(last_request)).await,
-        Err(e) => tracing::debug!(error = %e, "cannot resume a parked connection"),
     }
 }

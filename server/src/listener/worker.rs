@@ -155,7 +155,7 @@ fn worker_main(
                 with_worker(|w| w.log.flush());
             }
         });
-        crate::conn::park::start(&shared);
+        crate::conn::start_worker(&shared);
         let local = Arc::new(AtomicUsize::new(0));
         let mut loops = Vec::with_capacity(listeners.len());
         for (listener, kind) in listeners {

@@ -163,18 +163,24 @@ pub fn encoded_len(src: &[u8]) -> usize {
     bits.div_ceil(8)
 }
 
-/// Appends the Huffman encoding of `src`, padded with the EOS prefix.
+/// Appends the Huffman encoding of `src`, padded with the EOS prefix. Codes gather in a
+/// 64-bit accumulator and leave 32 bits at a time (a code is at most 30 bits).
 pub fn encode(src: &[u8], dst: &mut Vec<u8>) {
+    dst.reserve(src.len() * 4);
     let mut acc: u64 = 0;
     let mut bits = 0u32;
     for &b in src {
         let len = LENGTHS[b as usize] as u32;
         acc = (acc << len) | CODES[b as usize] as u64;
         bits += len;
-        while bits >= 8 {
-            bits -= 8;
-            dst.push((acc >> bits) as u8);
+        if bits >= 32 {
+            bits -= 32;
+            dst.extend_from_slice(&((acc >> bits) as u32).to_be_bytes());
         }
+    }
+    while bits >= 8 {
+        bits -= 8;
+        dst.push((acc >> bits) as u8);
     }
     if bits > 0 {
         let pad = 8 - bits;

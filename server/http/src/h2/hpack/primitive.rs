@@ -46,6 +46,22 @@ pub fn encode_int(out: &mut Vec<u8>, value: usize, prefix: u8, flags: u8) {
 
 /// Appends a string literal (§5.2), Huffman-coded when that is shorter.
 pub fn encode_str(out: &mut Vec<u8>, s: &[u8]) {
+    // Most header values: both lengths fit the one-byte prefix, so encode at once and
+    // fall back to the raw bytes in the rare case Huffman is not shorter.
+    if s.len() < 127 {
+        let at = out.len();
+        out.push(0);
+        huffman::encode(s, out);
+        let huff = out.len() - at - 1;
+        if huff < s.len() {
+            out[at] = 0x80 | huff as u8;
+        } else {
+            out.truncate(at);
+            out.push(s.len() as u8);
+            out.extend_from_slice(s);
+        }
+        return;
+    }
     let huff = huffman::encoded_len(s);
     if huff < s.len() {
         encode_int(out, huff, 7, 0x80);

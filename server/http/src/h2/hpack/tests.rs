@@ -282,6 +282,28 @@ fn huffman_and_raw_literals_pick_the_shorter() {
     // Bytes with long codes: raw is shorter.
     encode_str(&mut out, b"\x00\x01");
     assert_eq!(out, [0x02, 0, 1]);
+    // After other bytes, at the one-byte prefix's edge (126), and past it (a two-byte
+    // length), each decodes back to its string.
+    for s in [
+        vec![b'a'; 126],
+        vec![0u8; 126],
+        vec![b'z'; 300],
+        vec![0xff; 200],
+    ] {
+        out.clear();
+        out.extend_from_slice(b"prefix");
+        encode_str(&mut out, &s);
+        let (len, at) = super::primitive::decode_int(&out[6..], 7).unwrap();
+        let body = &out[6 + at..];
+        assert_eq!(body.len(), len, "{} bytes of {:#x}", s.len(), s[0]);
+        let mut back = Vec::new();
+        if out[6] & 0x80 != 0 {
+            super::huffman::decode(body, &mut back).unwrap();
+        } else {
+            back.extend_from_slice(body);
+        }
+        assert_eq!(back, s);
+    }
 }
 
 fn response_headers() -> HeaderMap {
