@@ -37,7 +37,9 @@ if [ "$cache_root" != off ] && key=$(cache_key); then
     exit 0
   fi
 fi
-RUSTFLAGS="-C target-feature=+crt-static" \
+# pack-relative-relocs: a static-pie binary applies its relative relocations at start,
+# reading its whole table; packed (RELR, glibc 2.36) it is 7 KB, not 651 KB.
+RUSTFLAGS="-C target-feature=+crt-static -C link-arg=-Wl,-z,pack-relative-relocs" \
   cargo build --release --target x86_64-unknown-linux-gnu -p skiff -p skiff-operator --bin skiff --bin skiff-operator
 rootfs=target/images/skiff-rootfs
 rm -rf "$rootfs"
