@@ -283,6 +283,24 @@ fn request_head(parts: &http::request::Parts, peer: std::net::IpAddr) -> Request
     head
 }
 
+thread_local! {
+    /// This second's Date as a header value: built once a second, then shared.
+    static DATE_VALUE: std::cell::RefCell<Option<HeaderValue>> = const { std::cell::RefCell::new(None) };
+}
+
+/// The Date header's value for now.
+fn date_value() -> Option<HeaderValue> {
+    crate::http::date::with_http_date(|d| {
+        DATE_VALUE.with(|cached| {
+            let mut cached = cached.borrow_mut();
+            if cached.as_ref().is_none_or(|v| v.as_bytes() != d.as_bytes()) {
+                *cached = HeaderValue::from_str(d).ok();
+            }
+            cached.clone()
+        })
+    })
+}
+
 fn into_response(reply: Reply, head_only: bool, chunk: usize) -> Response<ReplyBody> {
     let has_body = reply.has_body_semantics();
     let len = reply.body.len();
@@ -298,13 +316,12 @@ fn into_response(reply: Reply, head_only: bool, chunk: usize) -> Response<ReplyB
     let mut resp = Response::new(body);
     *resp.status_mut() = reply.status;
     let headers = resp.headers_mut();
-    headers.reserve(reply.headers.len() + 3);
+    let shared_fields = reply.shared_head.as_ref().map_or(0, |s| s.fields.len());
+    headers.reserve(reply.headers.len() + shared_fields + 3);
     headers.insert(SERVER, HeaderValue::from_static("skiff"));
-    crate::http::date::with_http_date(|d| {
-        if let Ok(v) = HeaderValue::from_str(d) {
-            headers.insert(DATE, v);
-        }
-    });
+    if let Some(date) = date_value() {
+        headers.insert(DATE, date);
+    }
     if let Some(shared) = &reply.shared_head {
         for (name, value) in &shared.fields {
             headers.append(name.clone(), value.clone());

@@ -139,12 +139,36 @@ fn closing() -> Watcher {
     })
 }
 
+/// Batch buffers a worker keeps for its connections' writes: a connection takes one to
+/// gather a batch and gives it back once written, so no batch regrows from nothing.
+const BATCHES_KEPT: usize = 8;
+
+thread_local! {
+    static BATCHES: std::cell::RefCell<Vec<Vec<u8>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// A batch buffer of `WRITE_BATCH` bytes' capacity (its pages are touched only as used).
+fn batch_buffer() -> Vec<u8> {
+    BATCHES
+        .with(|b| b.borrow_mut().pop())
+        .unwrap_or_else(|| Vec::with_capacity(WRITE_BATCH))
+}
+
 /// Gives back a written batch buffer: all of it when idle, a burst's size otherwise (a
-/// stream waiting on its window would keep 64 KiB for nothing).
+/// stream waiting on its window would keep 64 KiB for nothing). A full-size one goes to
+/// the worker's batch buffers.
 fn trim(out: &mut Vec<u8>, idle: bool) {
     out.clear();
     if idle || out.capacity() > KEEP_OUT {
-        *out = Vec::new();
+        let given = std::mem::take(out);
+        if given.capacity() >= WRITE_BATCH {
+            BATCHES.with(|b| {
+                let mut b = b.borrow_mut();
+                if b.len() < BATCHES_KEPT {
+                    b.push(given);
+                }
+            });
+        }
     }
 }
 
@@ -343,6 +367,9 @@ impl<I: AsyncRead + AsyncWrite + Unpin> Driver<I> {
                 if !self.conn.wants_write() {
                     break;
                 }
+                if self.out.capacity() < WRITE_BATCH {
+                    self.out = batch_buffer();
+                }
                 self.conn.poll_transmit(&mut self.out, WRITE_BATCH);
                 if self.out.is_empty() {
                     break;
@@ -387,6 +414,22 @@ mod tests {
         assert_eq!(small.capacity(), 4096, "a small buffer is reused");
         trim(&mut small, true);
         assert_eq!(small.capacity(), 0);
+    }
+
+    #[test]
+    fn a_full_batch_buffer_is_reused_by_the_next_batch() {
+        let mut out = batch_buffer();
+        out.extend_from_slice(&[1; 100]);
+        let ptr = out.as_ptr();
+        trim(&mut out, false);
+        assert_eq!(out.capacity(), 0, "the connection keeps none");
+        let again = batch_buffer();
+        assert_eq!(
+            again.as_ptr(),
+            ptr,
+            "the worker's kept buffer is taken again"
+        );
+        assert!(again.is_empty() && again.capacity() >= WRITE_BATCH);
     }
 
     #[test]

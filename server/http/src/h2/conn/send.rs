@@ -145,6 +145,9 @@ impl Connection {
         headers: &HeaderMap,
         end_stream: bool,
     ) {
+        // A batch's header blocks gather here: room for several at once, not a growth
+        // from nothing (the buffer is dropped once sent).
+        self.pending.reserve(1024);
         let start = self.pending.len();
         self.pending.extend_from_slice(&[0; HEADER_LEN]);
         self.encoder.response(&mut self.pending, status, headers);

@@ -136,9 +136,10 @@ impl Encoder {
         {
             return Indexing::Never;
         }
+        // Date changes once a second: indexed, every other response in that second on the
+        // connection sends it as one byte.
         let varies = [
             CONTENT_LENGTH,
-            DATE,
             ETAG,
             LAST_MODIFIED,
             CONTENT_RANGE,
