@@ -73,8 +73,10 @@ pub struct TuningArgs {
     /// files keep a descriptor for it); smaller ones from memory or with pread(2)+write.
     #[arg(long, default_value_t = 48 * 1024, env = "SKIFF_SENDFILE_MIN_BYTES")]
     pub sendfile_min_bytes: u64,
-    /// Bodies at least this large use pread(2)+write instead of sendfile (0: never).
-    #[arg(long, default_value_t = 16 << 20, env = "SKIFF_SENDFILE_MAX_BYTES")]
+    /// Bodies at least this large use pread(2)+write instead of sendfile (0: never). Off by
+    /// default: sendfile costs the least CPU at every size; pread only sends huge bodies
+    /// faster over loopback, whose receiver copies sendfile's 4 KiB fragments slowly.
+    #[arg(long, default_value_t = 0, env = "SKIFF_SENDFILE_MAX_BYTES")]
     pub sendfile_max_bytes: u64,
     /// Largest single sendfile(2) call.
     #[arg(long, default_value_t = 4 << 20, env = "SKIFF_SENDFILE_CHUNK_BYTES")]
