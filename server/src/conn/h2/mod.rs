@@ -26,8 +26,6 @@ const READ_BUF: usize = 32 * 1024;
 const WRITE_BATCH: usize = 64 * 1024;
 /// Rounds of read, respond, write in one poll before the task yields to its neighbours.
 const ROUNDS: usize = 16;
-/// Batch buffer capacity kept while streams are open and nothing is being written.
-const KEEP_OUT: usize = 8 * 1024;
 /// How long a closing connection waits for the peer to close after our GOAWAY, so the
 /// GOAWAY is read before a reset (closing with unread input resets the connection).
 const LINGER: Duration = Duration::from_secs(2);
@@ -100,8 +98,10 @@ where
     };
     let end = poll_fn(|cx| d.poll(cx)).await;
     tracing::trace!(peer = %peer, ?end, "HTTP/2 connection ended");
-    // Handlers and bodies are dropped (and recorded) before the linger.
+    // Handlers and bodies are dropped (and recorded) before the linger, and the batch
+    // buffer goes back: the GOAWAY has been written.
     d.streams = Streams::default();
+    trim(&mut d.out);
     if end == End::Close {
         let grace = shared.settings.limits.header_timeout.min(LINGER);
         let _ = tokio::time::timeout(grace, linger(&mut d.io)).await;
@@ -154,21 +154,21 @@ fn batch_buffer() -> Vec<u8> {
         .unwrap_or_else(|| Vec::with_capacity(WRITE_BATCH))
 }
 
-/// Gives back a written batch buffer: all of it when idle, a burst's size otherwise (a
-/// stream waiting on its window would keep 64 KiB for nothing). A full-size one goes to
-/// the worker's batch buffers.
-fn trim(out: &mut Vec<u8>, idle: bool) {
-    out.clear();
-    if idle || out.capacity() > KEEP_OUT {
-        let given = std::mem::take(out);
-        if given.capacity() >= WRITE_BATCH {
-            BATCHES.with(|b| {
-                let mut b = b.borrow_mut();
-                if b.len() < BATCHES_KEPT {
-                    b.push(given);
-                }
-            });
-        }
+/// Gives a written batch buffer back: the connection keeps none while it waits (a
+/// stream waiting on its window would keep 64 KiB for nothing). One of the batch size
+/// goes to the worker's batch buffers; one that grew past it (a batch of many queued
+/// frames) goes back to the allocator, so the worker never keeps more than its usual size.
+fn trim(out: &mut Vec<u8>) {
+    let given = std::mem::take(out);
+    if (WRITE_BATCH..=2 * WRITE_BATCH).contains(&given.capacity()) {
+        BATCHES.with(|b| {
+            let mut b = b.borrow_mut();
+            if b.len() < BATCHES_KEPT {
+                let mut given = given;
+                given.clear();
+                b.push(given);
+            }
+        });
     }
 }
 
@@ -247,8 +247,7 @@ impl<I: AsyncRead + AsyncWrite + Unpin> Driver<I> {
             }
             if !progress {
                 if drained {
-                    let idle = self.streams.is_empty() && self.conn.active_streams() == 0;
-                    trim(&mut self.out, idle);
+                    trim(&mut self.out);
                     self.written = 0;
                 }
                 return Poll::Pending;
@@ -405,23 +404,11 @@ mod tests {
     /// idle or not: the state machine and the few handles it needs, no buffers (about
     /// 6.7 KB per idle h2c connection in all, measured, where hyper's took 26 KB).
     #[test]
-    fn a_written_batch_keeps_no_burst_capacity() {
-        let mut out = vec![0u8; WRITE_BATCH];
-        trim(&mut out, false);
-        assert!(out.capacity() <= KEEP_OUT, "{} bytes kept", out.capacity());
-        let mut small = Vec::with_capacity(4096);
-        trim(&mut small, false);
-        assert_eq!(small.capacity(), 4096, "a small buffer is reused");
-        trim(&mut small, true);
-        assert_eq!(small.capacity(), 0);
-    }
-
-    #[test]
-    fn a_full_batch_buffer_is_reused_by_the_next_batch() {
+    fn a_written_batch_buffer_goes_to_the_worker_and_is_reused() {
         let mut out = batch_buffer();
         out.extend_from_slice(&[1; 100]);
         let ptr = out.as_ptr();
-        trim(&mut out, false);
+        trim(&mut out);
         assert_eq!(out.capacity(), 0, "the connection keeps none");
         let again = batch_buffer();
         assert_eq!(
@@ -430,6 +417,13 @@ mod tests {
             "the worker's kept buffer is taken again"
         );
         assert!(again.is_empty() && again.capacity() >= WRITE_BATCH);
+        // A buffer grown far past the batch size is not kept.
+        let kept = || BATCHES.with(|b| b.borrow().len());
+        let before = kept();
+        let mut big = Vec::with_capacity(4 * WRITE_BATCH);
+        big.push(0u8);
+        trim(&mut big);
+        assert_eq!(kept(), before);
     }
 
     #[test]

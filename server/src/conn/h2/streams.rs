@@ -51,14 +51,6 @@ pub(super) struct Streams {
 }
 
 impl Streams {
-    /// Nothing in flight: the connection may give its buffers back.
-    pub fn is_empty(&self) -> bool {
-        self.responding.is_empty()
-            && self.sending.is_empty()
-            && self.draining.is_empty()
-            && self.inbound.is_empty()
-    }
-
     /// Acts on one event of the connection.
     pub fn event(&mut self, ev: Event, conn: &mut Connection, ctx: &Arc<Ctx>, cx: &Context<'_>) {
         match ev {

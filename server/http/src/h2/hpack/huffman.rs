@@ -166,7 +166,8 @@ pub fn encoded_len(src: &[u8]) -> usize {
 /// Appends the Huffman encoding of `src`, padded with the EOS prefix. Codes gather in a
 /// 64-bit accumulator and leave 32 bits at a time (a code is at most 30 bits).
 pub fn encode(src: &[u8], dst: &mut Vec<u8>) {
-    dst.reserve(src.len() * 4);
+    // Usually shorter than the input; a byte with a long code grows the Vec as usual.
+    dst.reserve(src.len());
     let mut acc: u64 = 0;
     let mut bits = 0u32;
     for &b in src {
