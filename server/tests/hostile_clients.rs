@@ -11,24 +11,6 @@ use std::net::{SocketAddr, TcpStream};
 use std::os::fd::OwnedFd;
 use std::time::{Duration, Instant};
 
-/// Reads until the server closes; `None` if it is still open after `limit`.
-fn read_until_closed(s: &mut TcpStream, limit: Duration) -> Option<Vec<u8>> {
-    s.set_read_timeout(Some(limit)).unwrap();
-    let mut got = Vec::new();
-    let mut buf = [0u8; 65536];
-    loop {
-        match s.read(&mut buf) {
-            Ok(0) => return Some(got),
-            Ok(n) => got.extend_from_slice(&buf[..n]),
-            Err(e) if e.kind() == ErrorKind::ConnectionReset => return Some(got),
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                return None
-            }
-            Err(e) => panic!("read: {e}"),
-        }
-    }
-}
-
 fn status_of(raw: &[u8]) -> u16 {
     let text = String::from_utf8_lossy(raw);
     text.split_whitespace()

@@ -4,8 +4,8 @@
 
 mod common;
 
-use common::{sample_site, Server};
-use std::io::{ErrorKind, Read, Write};
+use common::{read_until_closed, sample_site, Server};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
@@ -55,29 +55,29 @@ fn wait_metric(srv: &Server, metric: &str, want: f64) {
     }
 }
 
-/// Reads until the server closes; the time it took, or None past `limit`.
-fn closed_within(s: &mut TcpStream, limit: Duration) -> Option<Duration> {
-    let t0 = Instant::now();
-    s.set_read_timeout(Some(limit)).unwrap();
-    let mut buf = [0u8; 1024];
-    match s.read(&mut buf) {
-        Ok(0) => Some(t0.elapsed()),
-        Ok(_) => panic!("an idle connection got bytes"),
-        Err(e) if e.kind() == ErrorKind::ConnectionReset => Some(t0.elapsed()),
-        Err(_) => None,
-    }
+/// A server with `flags` (one worker) and a connection it has parked after one request,
+/// with the time of that request.
+fn parked(flags: &[&str]) -> (tempfile::TempDir, Server, TcpStream, Instant) {
+    let site = sample_site();
+    let mut all = vec!["--threads", "1"];
+    all.extend_from_slice(flags);
+    let srv = Server::start(site.path(), &all);
+    let mut s = TcpStream::connect(srv.addr).unwrap();
+    assert_eq!(exchange(&mut s), 200);
+    let asked = Instant::now();
+    wait_metric(&srv, "skiff_connections_parked", 1.0);
+    (site, srv, s, asked)
+}
+
+/// Waits for the server to close an idle connection, which must get no bytes.
+fn wait_closed(s: &mut TcpStream) {
+    let got = read_until_closed(s, Duration::from_secs(5)).expect("closed within 5 s");
+    assert!(got.is_empty(), "an idle connection got bytes");
 }
 
 #[test]
 fn a_parked_connection_is_served_again_and_its_close_is_seen() {
-    let site = sample_site();
-    let srv = Server::start(
-        site.path(),
-        &["--threads", "1", "--keepalive-timeout", "60s"],
-    );
-    let mut s = TcpStream::connect(srv.addr).unwrap();
-    assert_eq!(exchange(&mut s), 200);
-    wait_metric(&srv, "skiff_connections_parked", 1.0);
+    let (_site, srv, mut s, _) = parked(&["--keepalive-timeout", "60s"]);
     // Twice, so a resumed connection parks again.
     for _ in 0..2 {
         assert_eq!(exchange(&mut s), 200, "a parked connection answered");
@@ -91,16 +91,8 @@ fn a_parked_connection_is_served_again_and_its_close_is_seen() {
 
 #[test]
 fn a_parked_connection_is_closed_at_its_keepalive_deadline() {
-    let site = sample_site();
-    let srv = Server::start(
-        site.path(),
-        &["--threads", "1", "--keepalive-timeout", "1500ms"],
-    );
-    let mut s = TcpStream::connect(srv.addr).unwrap();
-    assert_eq!(exchange(&mut s), 200);
-    let asked = Instant::now();
-    wait_metric(&srv, "skiff_connections_parked", 1.0);
-    closed_within(&mut s, Duration::from_secs(5)).expect("closed within 5 s");
+    let (_site, srv, mut s, asked) = parked(&["--keepalive-timeout", "1500ms"]);
+    wait_closed(&mut s);
     let after = asked.elapsed();
     assert!(
         after >= Duration::from_millis(1400) && after < Duration::from_secs(3),
@@ -113,18 +105,10 @@ fn a_parked_connection_is_closed_at_its_keepalive_deadline() {
 /// skip) does not move its keep-alive deadline: the deadline runs from the last request.
 #[test]
 fn waking_a_parked_connection_without_a_request_keeps_its_deadline() {
-    let site = sample_site();
-    let srv = Server::start(
-        site.path(),
-        &["--threads", "1", "--keepalive-timeout", "1500ms"],
-    );
-    let mut s = TcpStream::connect(srv.addr).unwrap();
-    assert_eq!(exchange(&mut s), 200);
-    let asked = Instant::now();
-    wait_metric(&srv, "skiff_connections_parked", 1.0);
+    let (_site, _srv, mut s, asked) = parked(&["--keepalive-timeout", "1500ms"]);
     std::thread::sleep(Duration::from_millis(800).saturating_sub(asked.elapsed()));
     s.write_all(b"\r\n").unwrap();
-    closed_within(&mut s, Duration::from_secs(5)).expect("closed within 5 s");
+    wait_closed(&mut s);
     let after = asked.elapsed();
     assert!(
         after < Duration::from_millis(2200),
@@ -134,21 +118,7 @@ fn waking_a_parked_connection_without_a_request_keeps_its_deadline() {
 
 #[test]
 fn parked_connections_keep_their_place_under_max_connections() {
-    let site = sample_site();
-    let srv = Server::start(
-        site.path(),
-        &[
-            "--threads",
-            "1",
-            "--max-connections",
-            "1",
-            "--keepalive-timeout",
-            "60s",
-        ],
-    );
-    let mut first = TcpStream::connect(srv.addr).unwrap();
-    assert_eq!(exchange(&mut first), 200);
-    wait_metric(&srv, "skiff_connections_parked", 1.0);
+    let (_site, srv, first, _) = parked(&["--max-connections", "1", "--keepalive-timeout", "60s"]);
     // The second waits for a permit: no answer while the first is parked.
     let mut second = TcpStream::connect(srv.addr).unwrap();
     second.write_all(GET).unwrap();
@@ -172,25 +142,16 @@ fn parked_connections_keep_their_place_under_max_connections() {
 
 #[test]
 fn shutdown_closes_parked_connections_at_once() {
-    let site = sample_site();
-    let mut srv = Server::start(
-        site.path(),
-        &[
-            "--threads",
-            "1",
-            "--keepalive-timeout",
-            "60s",
-            "--shutdown-delay",
-            "0s",
-            "--shutdown-grace",
-            "30s",
-        ],
-    );
-    let mut s = TcpStream::connect(srv.addr).unwrap();
-    assert_eq!(exchange(&mut s), 200);
-    wait_metric(&srv, "skiff_connections_parked", 1.0);
+    let (_site, mut srv, mut s, _) = parked(&[
+        "--keepalive-timeout",
+        "60s",
+        "--shutdown-delay",
+        "0s",
+        "--shutdown-grace",
+        "30s",
+    ]);
     srv.signal("TERM");
-    closed_within(&mut s, Duration::from_secs(5)).expect("a parked connection closed at shutdown");
+    wait_closed(&mut s);
     assert_eq!(
         srv.wait_exit(Duration::from_secs(5)),
         Some(0),
