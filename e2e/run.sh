@@ -9,6 +9,15 @@
 #   5. always, even on failure: `cluster down --purge`, then diff the host against step 1.
 set -euo pipefail
 E2E=$(cd "$(dirname "$0")" && pwd)
+# One suite per host: a second run (another checkout, or CI beside a developer's run) waits
+# here, up to 40 minutes, rather than sharing the host's bridges and ports. The lock is held
+# by flock itself (-o), so no cluster process started below inherits it.
+if [ -z "${SKIFF_E2E_LOCKED:-}" ]; then
+  lock=/run/lock/skiff-e2e.lock
+  flock -n "$lock" true || echo "== e2e: waiting for another e2e run on this host to finish"
+  SKIFF_E2E_LOCKED=1 exec flock -o -w 2400 -E 75 "$lock" "$E2E/run.sh" "$@"
+fi
+
 cd "$E2E/.."
 CLUSTER=$E2E/cluster
 STATE=${SKIFF_E2E_DIR:-$E2E/.cluster}
