@@ -20,6 +20,7 @@ mod cache;
 pub mod cli;
 mod conn;
 mod copy_tree;
+pub mod copy_tuning;
 mod error;
 mod exchange;
 mod fs;

@@ -6,5 +6,7 @@
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() {
+    // First, before any thread starts: it may replace this process (see the module).
+    skiff::copy_tuning::reexec_with_vector_copies();
     std::process::exit(skiff::cli::main());
 }

@@ -1,11 +1,10 @@
 //! Sending file bodies on the HTTP/1.1 fast path: a file region goes out with sendfile(2)
 //! (page cache to socket, no copy through user space) or, below `sendfile_min_bytes`, with
-//! pread(2) into a buffer and write(2); paced bodies in timed chunks. A file truncated
+//! pread(2) into a buffer and write(2) (on rustls, `h1::transport` seals pread chunks). A file truncated
 //! mid-send ends the connection with an error: the client sees a short body, never
 //! someone else's bytes.
 
-use crate::http::reply::{FileSlice, Part};
-use crate::shaping::{Pacer, Throttle};
+use crate::http::reply::FileSlice;
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::time::Duration;
@@ -133,71 +132,6 @@ async fn send_file_slice_inner(
     }
     if chunk.len() > 64 * 1024 {
         *chunk = Vec::new();
-    }
-    Ok(())
-}
-
-/// Writes a body under bandwidth limits: chunks of about 1/20 s, each after the wait the
-/// pacer asks for. File parts are read with pread (sendfile cannot be paced).
-/// Sends a body in timed chunks; `sent` counts what went out, also when this fails.
-pub async fn send_paced(
-    stream: &TcpStream,
-    parts: &[Part],
-    throttle: std::sync::Arc<Throttle>,
-    send_timeout: Duration,
-    sent: &mut u64,
-) -> io::Result<()> {
-    let mut pacer = Pacer::new(throttle);
-    let chunk = pacer.chunk_size();
-    let mut buf = Vec::new();
-    for part in parts {
-        match part {
-            Part::Bytes(b) => {
-                for piece in b.chunks(chunk) {
-                    pace(&mut pacer, piece.len()).await;
-                    write_all(stream, piece, send_timeout).await?;
-                    *sent += piece.len() as u64;
-                }
-            }
-            Part::File(f) => {
-                buf.resize(chunk, 0);
-                let mut off = f.offset;
-                let end = f.offset + f.len;
-                while off < end {
-                    let want = ((end - off) as usize).min(chunk);
-                    let n = f.file.read_at(&mut buf[..want], off)?;
-                    if n == 0 {
-                        return Err(truncated());
-                    }
-                    pace(&mut pacer, n).await;
-                    write_all(stream, &buf[..n], send_timeout).await?;
-                    *sent += n as u64;
-                    off += n as u64;
-                }
-            }
-        }
-    }
-    Ok(())
-}
-
-async fn pace(pacer: &mut Pacer, n: usize) {
-    let wait = pacer.before_chunk(n as u64);
-    if !wait.is_zero() {
-        tokio::time::sleep(wait).await;
-    }
-}
-
-async fn write_all(stream: &TcpStream, mut data: &[u8], send_timeout: Duration) -> io::Result<()> {
-    while !data.is_empty() {
-        match stream.try_io(Interest::WRITABLE, || {
-            rustix::io::write(stream, data).map_err(io::Error::from)
-        }) {
-            Ok(n) => data = &data[n..],
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                writable(stream, send_timeout).await?
-            }
-            Err(e) => return Err(e),
-        }
     }
     Ok(())
 }

@@ -1,10 +1,12 @@
 //! TLS connections: the handshake in the connection's own task under a deadline (never
 //! in the accept loop, where one slow client would stall every accept), then HTTP/2 or
-//! HTTP/1.1 as ALPN chose, over rustls (HTTP/2 on Skiff's driver, conn/h2, or hyper's);
-//! or, once the session moves into the kernel (kTLS), the HTTP/1.1 fast path with
-//! sendfile on the socket itself.
+//! HTTP/1.1 as ALPN chose. HTTP/2 runs over rustls (on Skiff's driver, conn/h2, or
+//! hyper's); HTTP/1.1 on the fast path, over rustls or, once the session moves into the
+//! kernel (kTLS), on the socket itself with sendfile; hyper takes what the fast path
+//! hands over.
 
 use super::h1;
+use super::h1::transport::Transport;
 use super::hyper::Wire;
 use super::origin::{Origin, TlsSession};
 use super::rewind::Rewind;
@@ -102,13 +104,33 @@ pub(super) async fn serve(
     let origin = Origin {
         peer,
         local_port,
-        tls: Some(session),
+        tls: Some(session.clone()),
     };
-    let io = SendDeadline::new(stream, shared.settings.limits.send_timeout);
-    if wire == Wire::Http2 && shared.settings.h2_engine == H2Engine::Skiff {
-        super::h2::serve(io, origin, shared.clone()).await;
-    } else {
-        super::hyper::serve(io, wire, origin, shared.clone()).await;
+    let send_timeout = shared.settings.limits.send_timeout;
+    match wire {
+        Wire::Http2 if shared.settings.h2_engine == H2Engine::Skiff => {
+            super::h2::serve(SendDeadline::new(stream, send_timeout), origin, shared.clone())
+                .await
+        }
+        Wire::Http2 => {
+            let io = SendDeadline::new(stream, send_timeout);
+            super::hyper::serve(io, wire, origin, shared.clone()).await
+        }
+        Wire::Http1 => {
+            let on_tls = h1::OnTls {
+                session,
+                records: None,
+            };
+            let stream = Transport::Rustls(Box::new(stream));
+            let h1::Ended::Handoff(Transport::Rustls(stream), prefix, _) =
+                h1::serve(stream, peer, local_port, shared, Some(on_tls), None).await
+            else {
+                return;
+            };
+            let io = SendDeadline::new(Rewind::new(stream, prefix), send_timeout);
+            // ALPN said http/1.1 or nothing: an h2 preface here is refused, as on kTLS.
+            super::hyper::serve(io, Wire::Http1, origin, shared.clone()).await
+        }
     }
 }
 
@@ -124,9 +146,10 @@ async fn serve_kernel(
 ) {
     let on_tls = h1::OnTls {
         session: session.clone(),
-        records: RecordBudget::new(kernel.records_sent),
+        records: Some(RecordBudget::new(kernel.records_sent)),
     };
-    let h1::Ended::Handoff(socket, prefix, records) =
+    let socket = Transport::Plain(socket);
+    let h1::Ended::Handoff(Transport::Plain(socket), prefix, records) =
         h1::serve(socket, peer, local_port, shared, Some(on_tls), None).await
     else {
         return;

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod backends;
+pub mod tls;
 
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};

@@ -7,6 +7,7 @@ use super::encode::{self, Framing};
 use super::logged::Logged;
 use super::output::Output;
 use super::socket;
+use super::transport::Transport;
 use crate::conn::file_send::FileSendPolicy;
 use crate::exchange::{front, Exchange, Outcome, Protocol};
 use crate::http::request::RequestHead;
@@ -21,7 +22,6 @@ use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
-use tokio::net::TcpStream;
 
 /// A pool request taken off the buffer, owning what it needs.
 pub(super) struct BackendJob {
@@ -99,7 +99,7 @@ pub(super) fn message(
 
 /// The connection's writing side, lent to a backend exchange.
 pub(super) struct Link<'c> {
-    pub stream: &'c TcpStream,
+    pub stream: &'c mut Transport,
     pub out: &'c mut Output,
     pub read_chunk: &'c mut Vec<u8>,
     pub shared: &'c Arc<Shared>,
@@ -149,7 +149,7 @@ pub(super) async fn serve(
     };
     let resp = tokio::select! {
         resp = upstream::serve(request, &link.shared.metrics) => resp,
-        () = socket::client_gone(link.stream) => return (Ok(false), Instant::now()),
+        () = socket::client_gone(link.stream.tcp()) => return (Ok(false), Instant::now()),
     };
     let head_ready = Instant::now();
     let status = resp.status.as_u16();

@@ -17,7 +17,9 @@ mod encode;
 mod idle;
 mod logged;
 mod output;
+mod paced;
 mod socket;
+pub(super) mod transport;
 
 use crate::app::{Routed, Verdict, Verification};
 use crate::conn::file_send::FileSendPolicy;
@@ -41,6 +43,7 @@ use std::sync::Arc;
 use std::time::Instant;
 use tokio::net::TcpStream;
 use tokio::time::Sleep;
+use transport::Transport;
 
 /// How a connection left the fast path.
 pub(super) enum Ended {
@@ -49,14 +52,14 @@ pub(super) enum Ended {
     /// request's time, for `park`.
     Parked(TcpStream, Instant),
     /// For hyper, with the bytes read but not consumed (and, on kTLS, the records sent).
-    Handoff(TcpStream, Bytes, Option<RecordBudget>),
+    Handoff(Transport, Bytes, Option<RecordBudget>),
 }
 
-/// A connection whose TLS session the kernel runs (kTLS).
+/// A TLS connection: its session, and on kTLS the records sent under the kernel's key so
+/// far (rustls counts its own).
 pub(super) struct OnTls {
     pub session: TlsSession,
-    /// Records sent under the kernel's key so far.
-    pub records: RecordBudget,
+    pub records: Option<RecordBudget>,
 }
 
 /// What the parser made of the buffered bytes.
@@ -96,14 +99,14 @@ thread_local! {
 static BUFFERS: idle::Pool<Seg, Pending> = idle::Pool::new(&KEPT);
 
 struct Conn<'s> {
-    stream: TcpStream,
+    stream: Transport,
     peer: SocketAddr,
     /// The listener's port: SERVER_PORT for pool requests.
     local_port: u16,
     /// The peer's address as text, for the access log.
     remote: String,
     shared: &'s Arc<Shared>,
-    /// Set on a kTLS connection.
+    /// Set on a TLS connection (kTLS or rustls).
     tls: Option<TlsSession>,
     /// The request buffer (`max_header_bytes + 1`); empty while the connection waits
     /// with nothing buffered, when it and the output buffers are back in `BUFFERS`.
@@ -119,7 +122,7 @@ struct Conn<'s> {
     /// Whether a request has begun: until then, silence is bounded by the header timeout,
     /// not the keep-alive one.
     asked: bool,
-    /// Whether the connection may be parked when idle: plain (not kTLS), on a worker
+    /// Whether the connection may be parked when idle: plain (not TLS), on a worker
     /// that parks.
     parkable: bool,
     /// When this task began serving it: a resumed connection is not idle before it has
@@ -135,7 +138,7 @@ enum Exit {
 }
 
 pub(super) async fn serve(
-    stream: TcpStream,
+    stream: Transport,
     peer: SocketAddr,
     local_port: u16,
     shared: &Arc<Shared>,
@@ -143,10 +146,10 @@ pub(super) async fn serve(
     resumed: Option<Instant>,
 ) -> Ended {
     let (tls, records) = match tls {
-        Some(t) => (Some(t.session), Some(t.records)),
+        Some(t) => (Some(t.session), t.records),
         None => (None, None),
     };
-    let parkable = tls.is_none() && super::park::available();
+    let parkable = tls.is_none() && !stream.is_rustls() && super::park::available();
     let mut out = Output::default();
     out.records = records;
     let mut conn = Conn {
@@ -174,9 +177,12 @@ pub(super) async fn serve(
     let ended = match exit {
         Ok(Exit::Handoff) => Some(Bytes::copy_from_slice(&conn.buf[conn.start..conn.end])),
         Ok(Exit::Park) => {
-            // `run` parks only with nothing buffered or queued.
+            // `run` parks only plain connections, with nothing buffered or queued.
             conn.rest();
-            return Ended::Parked(conn.stream, conn.last_active);
+            if let Transport::Plain(stream) = conn.stream {
+                return Ended::Parked(stream, conn.last_active);
+            }
+            return Ended::Closed;
         }
         Ok(Exit::Closed) => None,
         Err(e) => {
@@ -192,7 +198,10 @@ pub(super) async fn serve(
     conn.rest();
     match ended {
         Some(prefix) => Ended::Handoff(conn.stream, prefix, conn.out.records),
-        None => Ended::Closed,
+        None => {
+            conn.stream.close_notify();
+            Ended::Closed
+        }
     }
 }
 
@@ -226,7 +235,7 @@ impl Conn<'_> {
                         // Earlier pipelined responses go first.
                         self.flush().await?;
                         let link = Link {
-                            stream: &self.stream,
+                            stream: &mut self.stream,
                             out: &mut self.out,
                             read_chunk: &mut self.read_chunk,
                             shared: self.shared,
@@ -304,7 +313,7 @@ impl Conn<'_> {
                 }
                 tokio::select! {
                     biased;
-                    r = self.stream.readable() => r?,
+                    r = self.stream.tcp().readable() => r?,
                     _ = timer.as_mut() => {
                         let deadline = match self.partial_since {
                             Some(t) => t + header_timeout,
@@ -407,7 +416,7 @@ impl Conn<'_> {
             self.end -= self.start;
             self.start = 0;
         }
-        let (got, result) = socket::read_available(&self.stream, &mut self.buf[self.end..]);
+        let (got, result) = self.stream.read_available(&mut self.buf[self.end..]);
         self.end += got;
         result
     }
@@ -480,13 +489,15 @@ impl Conn<'_> {
         let is_head = head.method == Method::HEAD;
         let status = reply.status.as_u16();
         let cache_hit = front::cache_outcome(&reply);
-        let body = self.out.queue_reply(
-            reply,
-            minor,
-            close,
-            is_head,
-            self.shared.settings.sendfile_min_bytes,
-        );
+        // Over rustls, a cached body is sealed from memory: no file path to gain.
+        let sendfile_min = if self.stream.is_rustls() {
+            u64::MAX
+        } else {
+            self.shared.settings.sendfile_min_bytes
+        };
+        let body = self
+            .out
+            .queue_reply(reply, minor, close, is_head, sendfile_min);
         self.pending.push(Pending {
             vhost,
             method: head.method,
@@ -507,7 +518,7 @@ impl Conn<'_> {
         let policy = FileSendPolicy::of(&self.shared.settings);
         let sent = self
             .out
-            .write_and_clear(&self.stream, policy, &mut self.read_chunk)
+            .write_and_clear(&mut self.stream, policy, &mut self.read_chunk)
             .await;
         if sent.via_sendfile > 0 {
             self.shared.metrics.sendfile_bytes.inc_by(sent.via_sendfile);

@@ -3,9 +3,9 @@
 //! segments and sendfile (or pread+write) per file region.
 
 use super::encode;
-use crate::conn::file_send::{
-    send_file_slice, send_paced, writable, FileSendPolicy, Sent as FileSent,
-};
+use super::paced::send_paced;
+use super::transport::{send_file_sealed, Transport};
+use crate::conn::file_send::{send_file_slice, FileSendPolicy, Sent as FileSent};
 use crate::http::reply::{Body, FileSlice, Part, Reply};
 use crate::shaping::Throttle;
 use crate::tls::ktls::RecordBudget;
@@ -13,8 +13,6 @@ use bytes::Bytes;
 use http::StatusCode;
 use std::io::{self, IoSlice};
 use std::sync::Arc;
-use tokio::io::Interest;
-use tokio::net::TcpStream;
 
 const MAX_IOVECS: usize = 64;
 /// Stop parsing more pipelined requests once this much output is queued.
@@ -214,7 +212,7 @@ impl Output {
     /// idle ones included, that writer's size larger.
     pub async fn write_and_clear(
         &mut self,
-        stream: &TcpStream,
+        stream: &mut Transport,
         policy: FileSendPolicy,
         read_chunk: &mut Vec<u8>,
     ) -> Sent {
@@ -236,7 +234,7 @@ impl Output {
 
     /// Writes a batch of memory segments only, if the socket takes it now: `None` when
     /// all is written, otherwise where `write_from` goes on (segment, bytes of it sent).
-    fn write_memory_now(&mut self, stream: &TcpStream) -> io::Result<Option<(usize, usize)>> {
+    fn write_memory_now(&mut self, stream: &mut Transport) -> io::Result<Option<(usize, usize)>> {
         if self.segs.is_empty() {
             return Ok(None);
         }
@@ -254,13 +252,18 @@ impl Output {
             return Ok(None);
         }
         let iov = &iov[..n_iov];
-        match stream.try_io(Interest::WRITABLE, || {
-            rustix::io::writev(stream, iov).map_err(io::Error::from)
-        }) {
+        match stream.try_writev(iov, false) {
             Ok(0) => Err(io::ErrorKind::WriteZero.into()),
             Ok(n) => {
                 self.written += n as u64;
-                Ok((n < len).then(|| advance(&self.segs, 0, 0, n)))
+                if n < len {
+                    Ok(Some(advance(&self.segs, 0, 0, n)))
+                } else if stream.has_queued_records() {
+                    // All taken, but rustls holds records the socket did not take yet.
+                    Ok(Some((self.segs.len(), 0)))
+                } else {
+                    Ok(None)
+                }
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(Some((0, 0))),
             Err(e) => Err(e),
@@ -272,7 +275,7 @@ impl Output {
         &mut self,
         mut i: usize,
         mut skip: usize,
-        stream: &TcpStream,
+        stream: &mut Transport,
         policy: FileSendPolicy,
         read_chunk: &mut Vec<u8>,
     ) -> io::Result<()> {
@@ -311,7 +314,15 @@ impl Output {
                         break 'write Err(RecordBudget::exhausted());
                     }
                     let mut sent = FileSent::default();
-                    let r = send_file_slice(stream, f, policy, read_chunk, &mut sent).await;
+                    let r = match stream {
+                        Transport::Plain(s) => {
+                            send_file_slice(s, f, policy, read_chunk, &mut sent).await
+                        }
+                        Transport::Rustls(_) => {
+                            send_file_sealed(stream, f, policy, read_chunk, &mut sent.via_pread)
+                                .await
+                        }
+                    };
                     *via_sendfile += sent.via_sendfile;
                     *written += sent.via_sendfile + sent.via_pread;
                     if let Err(e) = r {
@@ -354,7 +365,8 @@ impl Output {
                 }
                 (i, skip) = advance(segs, i, skip, n);
             }
-            Ok(())
+            // On rustls, the last records may still be queued.
+            stream.flush(policy.send_timeout).await
         }
     }
 }
@@ -450,7 +462,7 @@ struct Run<'a> {
 /// first file bytes share a packet) of a run of `len` bytes, waiting for writability as
 /// needed.
 async fn write_vectored(
-    stream: &TcpStream,
+    stream: &mut Transport,
     run: Run<'_>,
     len: u64,
     more_follows: bool,
@@ -460,27 +472,16 @@ async fn write_vectored(
         return Ok(0);
     }
     loop {
-        let r = stream.try_io(Interest::WRITABLE, || {
+        let r = {
             let mut iov = [IoSlice::new(&[]); MAX_IOVECS];
             let (n_iov, _) = gather(run.head, run.segs, run.from, run.skip, &mut iov);
-            let iov = &iov[..n_iov];
-            if more_follows {
-                rustix::net::sendmsg(
-                    stream,
-                    iov,
-                    &mut rustix::net::SendAncillaryBuffer::default(),
-                    rustix::net::SendFlags::MORE | rustix::net::SendFlags::NOSIGNAL,
-                )
-                .map_err(io::Error::from)
-            } else {
-                rustix::io::writev(stream, iov).map_err(io::Error::from)
-            }
-        });
+            stream.try_writev(&iov[..n_iov], more_follows)
+        };
         match r {
             Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
             Ok(n) => return Ok(n),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                writable(stream, send_timeout).await?
+                stream.writable(send_timeout).await?
             }
             Err(e) => return Err(e),
         }
@@ -492,6 +493,7 @@ mod tests {
     use super::*;
     use std::time::Duration;
     use tokio::io::AsyncReadExt;
+    use tokio::net::TcpStream;
 
     fn policy() -> FileSendPolicy {
         FileSendPolicy {
@@ -541,7 +543,8 @@ mod tests {
             got
         });
         let mut chunk = Vec::new();
-        let sent = out.write_and_clear(&server, policy(), &mut chunk).await;
+        let mut server = Transport::Plain(server);
+        let sent = out.write_and_clear(&mut server, policy(), &mut chunk).await;
         sent.result.unwrap();
         assert_eq!(sent.written, expected.len() as u64);
         assert!(
