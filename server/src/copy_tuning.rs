@@ -64,6 +64,9 @@ mod tests {
             .find_map(|l| l.strip_prefix("vendor_id"))
             .map(|v| v.trim_start_matches([' ', '\t', ':']).trim().to_string())
             .unwrap();
-        assert_eq!(super::is_amd(), listed == "AuthenticAMD" || listed == "HygonGenuine");
+        assert_eq!(
+            super::is_amd(),
+            listed == "AuthenticAMD" || listed == "HygonGenuine"
+        );
     }
 }

@@ -25,8 +25,11 @@ fn serve(pki: &Pki, site: &std::path::Path, extra: &[&str]) -> (Server, tempfile
     (Server::start(site, &args), certs)
 }
 
+/// One response: status, headers, body.
+type Response = (u16, Vec<(String, String)>, Vec<u8>);
+
 /// Splits pipelined responses: one per request, a body only where `with_body` says.
-fn split_responses(mut raw: &[u8], with_body: &[bool]) -> Vec<(u16, Vec<(String, String)>, Vec<u8>)> {
+fn split_responses(mut raw: &[u8], with_body: &[bool]) -> Vec<Response> {
     let mut out = Vec::new();
     for &body in with_body {
         let end = raw
@@ -41,7 +44,11 @@ fn split_responses(mut raw: &[u8], with_body: &[bool]) -> Vec<(u16, Vec<(String,
         out.push((status, headers, raw[end..end + len].to_vec()));
         raw = &raw[end + len..];
     }
-    assert!(raw.is_empty(), "bytes after the last response: {}", raw.len());
+    assert!(
+        raw.is_empty(),
+        "bytes after the last response: {}",
+        raw.len()
+    );
     out
 }
 
@@ -95,7 +102,10 @@ fn pipelined_requests_are_answered_in_order_and_a_body_goes_to_hyper() {
     let userspace = srv
         .metric("skiff_tls_connections_total{mode=\"userspace\"}")
         .unwrap_or(0.0);
-    assert!(userspace >= 1.0, "connections counted in userspace: {userspace}");
+    assert!(
+        userspace >= 1.0,
+        "connections counted in userspace: {userspace}"
+    );
 }
 
 /// A client renews its keys (TLS 1.3 KeyUpdate, asking for ours in return) between
@@ -114,7 +124,10 @@ fn a_peer_key_update_keeps_the_connection_serving() {
     }
     let (status, _, body) = conn.get("localhost", "/big.bin");
     assert_eq!(status, 200);
-    assert!(body == big_bin_bytes(), "the body after three key updates differs");
+    assert!(
+        body == big_bin_bytes(),
+        "the body after three key updates differs"
+    );
 }
 
 /// The client ends its side with close_notify: the server closes the connection at once,

@@ -109,8 +109,12 @@ pub(super) async fn serve(
     let send_timeout = shared.settings.limits.send_timeout;
     match wire {
         Wire::Http2 if shared.settings.h2_engine == H2Engine::Skiff => {
-            super::h2::serve(SendDeadline::new(stream, send_timeout), origin, shared.clone())
-                .await
+            super::h2::serve(
+                SendDeadline::new(stream, send_timeout),
+                origin,
+                shared.clone(),
+            )
+            .await
         }
         Wire::Http2 => {
             let io = SendDeadline::new(stream, send_timeout);

@@ -130,8 +130,8 @@ impl Conn {
                     }
                     continue;
                 }
-                let len: usize = get_header(&headers, "content-length")
-                    .map_or(0, |v| v.parse().unwrap());
+                let len: usize =
+                    get_header(&headers, "content-length").map_or(0, |v| v.parse().unwrap());
                 if raw.len() >= end + 4 + len {
                     return parse_response(&raw[..end + 4 + len]);
                 }

@@ -4,7 +4,7 @@
 //! rustls's bounded record queue) allows; waits follow the socket's readiness.
 
 use super::socket::{self, ReadResult};
-use crate::conn::file_send;
+use crate::conn::file_send::{truncated, writable, FileSendPolicy};
 use crate::tls::ktls::HandshakeIo;
 use std::io::{self, IoSlice, Read, Write};
 use std::time::Duration;
@@ -12,9 +12,9 @@ use tokio::io::Interest;
 use tokio::net::TcpStream;
 use tokio_rustls::server::TlsStream;
 
-pub(in crate::conn) type RustlsStream = TlsStream<HandshakeIo<TcpStream>>;
+pub(crate) type RustlsStream = TlsStream<HandshakeIo<TcpStream>>;
 
-pub(in crate::conn) enum Transport {
+pub(crate) enum Transport {
     Plain(TcpStream),
     /// Boxed: the session is kilobytes, and plain connections should not reserve it.
     Rustls(Box<RustlsStream>),
@@ -83,7 +83,7 @@ impl Transport {
     /// nothing for `send_timeout` is given up on.
     pub(super) async fn writable(&mut self, send_timeout: Duration) -> io::Result<()> {
         match self {
-            Transport::Plain(s) => file_send::writable(s, send_timeout).await,
+            Transport::Plain(s) => writable(s, send_timeout).await,
             Transport::Rustls(_) => self.flush(send_timeout).await,
         }
     }
@@ -101,7 +101,7 @@ impl Transport {
             if !conn.wants_write() {
                 return Ok(());
             }
-            file_send::writable(tcp, send_timeout).await?;
+            writable(tcp, send_timeout).await?;
         }
     }
 
@@ -124,7 +124,11 @@ impl Transport {
     }
 
     /// Writes all of `data`, waiting as needed (paced bodies, pread chunks).
-    pub(super) async fn write_all(&mut self, mut data: &[u8], send_timeout: Duration) -> io::Result<()> {
+    pub(super) async fn write_all(
+        &mut self,
+        mut data: &[u8],
+        send_timeout: Duration,
+    ) -> io::Result<()> {
         while !data.is_empty() {
             match self.try_writev(&[IoSlice::new(data)], false) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
@@ -171,10 +175,7 @@ fn read_rustls(t: &mut RustlsStream, space: &mut [u8]) -> (usize, io::Result<Rea
         // readiness is cleared at once (as on plain sockets) instead of by an EAGAIN.
         let mut got = None;
         let r = tcp.try_io(Interest::READABLE, || {
-            let mut sock = ShortRead {
-                tcp,
-                short: false,
-            };
+            let mut sock = ShortRead { tcp, short: false };
             let n = conn.read_tls(&mut sock)?;
             got = Some(n);
             if n > 0 && sock.short {
@@ -249,7 +250,7 @@ impl Read for ShortRead<'_> {
 pub(super) async fn send_file_sealed(
     stream: &mut Transport,
     f: &crate::http::reply::FileSlice,
-    policy: file_send::FileSendPolicy,
+    policy: FileSendPolicy,
     chunk: &mut Vec<u8>,
     sent: &mut u64,
 ) -> io::Result<()> {
@@ -265,7 +266,7 @@ pub(super) async fn send_file_sealed(
         let want = ((end - off) as usize).min(chunk.len());
         let n = f.file.read_at(&mut chunk[..want], off)?;
         if n == 0 {
-            return Err(file_send::truncated());
+            return Err(truncated());
         }
         let mut taken = 0;
         while taken < n {
