@@ -10,12 +10,13 @@
 set -euo pipefail
 E2E=$(cd "$(dirname "$0")" && pwd)
 # One suite per host: a second run (another checkout, or CI beside a developer's run) waits
-# here, up to 40 minutes, rather than sharing the host's bridges and ports. The lock is held
-# by flock itself (-o), so no cluster process started below inherits it.
-if [ -z "${SKIFF_E2E_LOCKED:-}" ]; then
-  lock=/run/lock/skiff-e2e.lock
-  flock -n "$lock" true || echo "== e2e: waiting for another e2e run on this host to finish"
-  SKIFF_E2E_LOCKED=1 exec flock -o -w 2400 -E 75 "$lock" "$E2E/run.sh" "$@"
+# here, up to 40 minutes, rather than sharing the host's bridges and ports. The lock lives
+# on fd 9 of this script until it exits (after its `down`); `cluster` keeps the fd from the
+# components it starts, so none holds the lock past the run.
+exec 9>/run/lock/skiff-e2e.lock
+if ! flock -n 9; then
+  echo "== e2e: waiting for another e2e run on this host to finish"
+  flock -w 2400 9 || { echo "another e2e run held this host for 40 minutes"; exit 75; }
 fi
 
 cd "$E2E/.."

@@ -12,6 +12,10 @@
 /// non-temporal stores for copies larger than its cache-based threshold).
 pub const TUNABLE: &str = "glibc.cpu.x86_rep_movsb_threshold";
 const NEVER: &str = "1073741824";
+/// Set on the exec, so there is never a second one: glibc drops the tunable from the
+/// environment of a binary run with file capabilities or setuid (AT_SECURE), and
+/// checking for the tunable alone would then execute again for ever.
+const DONE: &str = "SKIFF_COPY_TUNING_DONE";
 
 /// Executes the binary again with the tunable set, on AMD x86-64 with glibc, unless the
 /// environment already sets it. Returns (doing nothing) where that does not apply or the
@@ -20,7 +24,15 @@ pub fn reexec_with_vector_copies() {
     #[cfg(all(target_os = "linux", target_env = "gnu", target_arch = "x86_64"))]
     {
         use std::os::unix::process::CommandExt;
-        let current = std::env::var("GLIBC_TUNABLES").unwrap_or_default();
+        if std::env::var_os(DONE).is_some() {
+            return;
+        }
+        let Ok(current) = std::env::var("GLIBC_TUNABLES").or_else(|e| match e {
+            std::env::VarError::NotPresent => Ok(String::new()),
+            e => Err(e),
+        }) else {
+            return;
+        };
         if current.contains(TUNABLE) || !is_amd() {
             return;
         }
@@ -35,6 +47,7 @@ pub fn reexec_with_vector_copies() {
             .arg0(argv0)
             .args(args)
             .env("GLIBC_TUNABLES", tunables)
+            .env(DONE, "1")
             .exec();
         eprintln!("skiff: could not re-execute with vector copies ({err}); going on without");
     }

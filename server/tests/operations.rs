@@ -385,3 +385,34 @@ fn serving_threads_run_under_sched_batch_unless_told_otherwise() {
         "two workers, SCHED_OTHER"
     );
 }
+
+/// On AMD x86-64, the serving process runs with glibc's `rep movsb` copies moved to vector
+/// loops (`copy_tuning`), having executed itself once, and keeps the PID it was started
+/// with and a tunable the environment already had; elsewhere it is left as started.
+#[test]
+fn the_server_runs_with_vector_copies_on_amd_and_executes_itself_once() {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap();
+    let amd = cpuinfo.lines().any(|l| {
+        l.starts_with("vendor_id") && (l.contains("AuthenticAMD") || l.contains("HygonGenuine"))
+    });
+    let site = sample_site();
+    let srv = Server::start(site.path(), &[]);
+    let environ = std::fs::read(format!("/proc/{}/environ", srv.child.id())).unwrap();
+    let vars: Vec<String> = environ
+        .split(|b| *b == 0)
+        .map(|v| String::from_utf8_lossy(v).into_owned())
+        .collect();
+    let tunables = vars.iter().find_map(|v| v.strip_prefix("GLIBC_TUNABLES="));
+    let done = vars.iter().any(|v| v == "SKIFF_COPY_TUNING_DONE=1");
+    if amd && cfg!(target_env = "gnu") {
+        assert_eq!(
+            tunables,
+            Some("glibc.cpu.x86_rep_movsb_threshold=1073741824"),
+            "the tunable, on the PID the test started"
+        );
+        assert!(done, "marked as executed once");
+    } else {
+        assert!(tunables.is_none() && !done, "left as started: {tunables:?}");
+    }
+    assert_eq!(srv.admin_get("/healthz").0, 200, "serving after the exec");
+}

@@ -282,6 +282,11 @@ impl Link<'_> {
                 }
             }
         }
-        Ok(complete && !close)
+        if !complete {
+            // An error, not a close: a TLS connection then ends without close_notify, so
+            // a client reading to the close does not take the short body for a whole one.
+            return Err(io::Error::other("the backend's body ended with an error"));
+        }
+        Ok(!close)
     }
 }

@@ -65,11 +65,14 @@ impl Transport {
             }),
             Transport::Rustls(t) => {
                 let (io, conn) = t.get_mut();
-                let tcp = io.get_ref();
-                // Records already sealed go first, so the queue stays bounded.
-                write_records(tcp, conn)?;
+                // Sealed as far as rustls's bounded queue allows (nothing when it is full:
+                // `writable` drains it first), then written with what was queued before,
+                // in one writev; with `more`, kept for the records that follow (a head
+                // with its file body's first chunk).
                 let n = conn.writer().write_vectored(iov)?;
-                write_records(tcp, conn)?;
+                if !more {
+                    write_records(io.get_ref(), conn)?;
+                }
                 if n == 0 && iov.iter().any(|s| !s.is_empty()) {
                     return Err(io::ErrorKind::WouldBlock.into());
                 }
@@ -114,7 +117,8 @@ impl Transport {
     }
 
     /// Tells a rustls peer the connection ends (close_notify), if the socket takes it
-    /// now: a closing connection does not wait for a client that reads nothing.
+    /// now: a closing connection does not wait for a client that reads nothing. Only
+    /// after complete responses: a body cut short by an error must not look whole.
     pub(super) fn close_notify(&mut self) {
         if let Transport::Rustls(t) = self {
             let (io, conn) = t.get_mut();
@@ -198,8 +202,9 @@ fn read_rustls(t: &mut RustlsStream, space: &mut [u8]) -> (usize, io::Result<Rea
         }
         match conn.process_new_packets() {
             Ok(_) => {
-                // A reply rustls owes the peer (a KeyUpdate's, an alert): sent if the
-                // socket takes it now, otherwise with the next response.
+                // Records rustls owes the peer now (alerts; a TLS 1.2 renegotiation
+                // refusal): sent if the socket takes them, otherwise with the next
+                // response. (A KeyUpdate's answer waits in rustls for the next response.)
                 if conn.wants_write() {
                     if let Err(e) = write_records(tcp, conn) {
                         return (0, Err(e));
