@@ -9,14 +9,19 @@ use bytes::Bytes;
 use std::fs::File;
 use std::io;
 
-const PAGE: usize = 4096;
+pub const PAGE: usize = 4096;
 /// Where the first byte sits within its page: as far as can be from the records' 5.
 const FIRST_BYTE_IN_PAGE: usize = PAGE / 2;
+
+/// How far past `addr` a buffer's first byte goes to sit mid-page.
+pub fn pad_to_mid_page(addr: usize) -> usize {
+    (FIRST_BYTE_IN_PAGE + PAGE - addr % PAGE) % PAGE
+}
 
 /// `want` bytes of `file` at `offset`, or None if the file ends first.
 pub fn read_mid_page(file: &File, offset: u64, want: usize) -> io::Result<Option<Bytes>> {
     let mut buf = Vec::with_capacity(want + PAGE);
-    let pad = (FIRST_BYTE_IN_PAGE + PAGE - buf.as_ptr() as usize % PAGE) % PAGE;
+    let pad = pad_to_mid_page(buf.as_ptr() as usize);
     buf.resize(pad, 0);
     let end = pad + want;
     while buf.len() < end {

@@ -260,22 +260,27 @@ pub(super) async fn send_file_sealed(
     sent: &mut u64,
 ) -> io::Result<()> {
     use std::os::unix::fs::FileExt;
+    use crate::fs::chunk::{pad_to_mid_page, PAGE};
     // The buffer lives for this transfer only, so idle connections hold no big buffers.
+    // Its bytes start mid-page, away from where rustls's records start (`fs::chunk`).
     let want_buf = policy.read_chunk_bytes.min(f.len as usize).max(1);
-    if chunk.len() < want_buf {
-        chunk.resize(want_buf, 0);
+    if chunk.len() < want_buf + PAGE {
+        chunk.resize(want_buf + PAGE, 0);
     }
+    let pad = pad_to_mid_page(chunk.as_ptr() as usize);
+    let chunk_len = chunk.len();
+    let buf = &mut chunk[pad..pad + want_buf.min(chunk_len - pad)];
     let end = f.offset + f.len;
     let mut off = f.offset;
     while off < end {
-        let want = ((end - off) as usize).min(chunk.len());
-        let n = f.file.read_at(&mut chunk[..want], off)?;
+        let want = ((end - off) as usize).min(buf.len());
+        let n = f.file.read_at(&mut buf[..want], off)?;
         if n == 0 {
             return Err(truncated());
         }
         let mut taken = 0;
         while taken < n {
-            match stream.try_writev(&[IoSlice::new(&chunk[taken..n])], false) {
+            match stream.try_writev(&[IoSlice::new(&buf[taken..n])], false) {
                 Ok(w) => {
                     taken += w;
                     *sent += w as u64;
