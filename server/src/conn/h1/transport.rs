@@ -259,8 +259,8 @@ pub(super) async fn send_file_sealed(
     chunk: &mut Vec<u8>,
     sent: &mut u64,
 ) -> io::Result<()> {
-    use std::os::unix::fs::FileExt;
     use crate::fs::chunk::{pad_to_mid_page, PAGE};
+    use std::os::unix::fs::FileExt;
     // The buffer lives for this transfer only, so idle connections hold no big buffers.
     // Its bytes start mid-page, away from where rustls's records start (`fs::chunk`).
     let want_buf = policy.read_chunk_bytes.min(f.len as usize).max(1);
