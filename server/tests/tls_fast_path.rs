@@ -151,3 +151,87 @@ fn close_notify_from_the_client_ends_the_connection() {
         started.elapsed()
     );
 }
+
+/// A backend that takes a request, never answers, and writes `closed` to a file once the
+/// server drops the connection to it.
+const SILENT_BACKEND: &str = r#"
+import socket, sys
+srv = socket.socket()
+srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+srv.bind(('127.0.0.1', int(sys.argv[1])))
+srv.listen(8)
+while True:
+    conn, _ = srv.accept()
+    conn.settimeout(30)
+    data = b''
+    while b'\r\n\r\n' not in data:
+        chunk = conn.recv(4096)
+        if not chunk:
+            break
+        data += chunk
+    if not data:
+        conn.close()
+        continue
+    open(sys.argv[2], 'a').write('asked\n')
+    try:
+        while conn.recv(4096):
+            pass
+    except OSError:
+        pass
+    open(sys.argv[2], 'a').write('closed\n')
+    conn.close()
+"#;
+
+/// A client that ends its TLS session (close_notify, then FIN) while a pool request waits
+/// for its backend: the request is cancelled and the backend's connection dropped, as on
+/// plain HTTP, instead of the close being taken for a pipelined request.
+#[test]
+fn a_client_that_leaves_over_tls_cancels_its_backend_request() {
+    let pki = Pki::new();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("www")).unwrap();
+    write_leaf(&dir.path().join("tls"), &pki.leaf(&["localhost"]));
+    let script = dir.path().join("silent.py");
+    std::fs::write(&script, SILENT_BACKEND).unwrap();
+    let events = dir.path().join("events.txt");
+    let port = common::backends::free_port();
+    let _backend = common::backends::Backend(
+        std::process::Command::new("python3")
+            .arg(&script)
+            .arg(port.to_string())
+            .arg(&events)
+            .spawn()
+            .unwrap(),
+    );
+    common::backends::wait_connect(&format!("127.0.0.1:{port}"));
+    let config = common::backends::write_config(
+        dir.path(),
+        &format!(
+            "tls:\n  listen: 127.0.0.1:0\nvirtual_servers:\n  - name: site\n    hosts: [localhost]\n    default: true\n    root: {}\n    tls: {{ cert: tls/tls.crt, key: tls/tls.key }}\n    rules:\n      - match: {{ prefix: /api/ }}\n        action: {{ proxy: {{ pool: api }} }}\npools:\n  - {{ name: api, protocol: http, endpoints: [\"127.0.0.1:{port}\"] }}\n",
+            dir.path().join("www").display()
+        ),
+    );
+    let srv = Server::run_config(&config);
+    let read_events = || std::fs::read_to_string(&events).unwrap_or_default();
+    let wait_for = |what: &str| {
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while !read_events().contains(what) {
+            assert!(
+                std::time::Instant::now() < end,
+                "the backend never saw '{what}': {:?}",
+                read_events()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    };
+    let mut conn = Conn::open(&pki, srv.tls_addr.unwrap(), "localhost");
+    conn.tls
+        .write_all(b"GET /api/wait HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .unwrap();
+    conn.tls.flush().unwrap();
+    wait_for("asked");
+    conn.tls.conn.send_close_notify();
+    conn.tls.flush().unwrap();
+    conn.tls.sock.shutdown(std::net::Shutdown::Write).unwrap();
+    wait_for("closed");
+}

@@ -6,7 +6,6 @@
 use super::encode::{self, Framing};
 use super::logged::Logged;
 use super::output::Output;
-use super::socket;
 use super::transport::Transport;
 use crate::conn::file_send::FileSendPolicy;
 use crate::exchange::{front, Exchange, Outcome, Protocol};
@@ -149,7 +148,7 @@ pub(super) async fn serve(
     };
     let resp = tokio::select! {
         resp = upstream::serve(request, &link.shared.metrics) => resp,
-        () = socket::client_gone(link.stream.tcp()) => return (Ok(false), Instant::now()),
+        () = link.stream.client_gone() => return (Ok(false), Instant::now()),
     };
     let head_ready = Instant::now();
     let status = resp.status.as_u16();

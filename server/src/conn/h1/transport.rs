@@ -108,6 +108,41 @@ impl Transport {
         }
     }
 
+    /// Resolves when the client has gone while a backend works (`socket::client_gone` on
+    /// a plain socket). Over rustls, records are decrypted as they come: a close_notify, an
+    /// error or EOF means gone; plaintext (a pipelined request) stops the watch and waits
+    /// in rustls for the next read.
+    pub(super) async fn client_gone(&mut self) {
+        let t = match self {
+            Transport::Plain(s) => return socket::client_gone(s).await,
+            Transport::Rustls(t) => t,
+        };
+        let (io, conn) = t.get_mut();
+        let tcp = io.get_ref();
+        loop {
+            match conn.process_new_packets() {
+                Err(_) => return,
+                Ok(state) if state.peer_has_closed() => return,
+                Ok(state) if state.plaintext_bytes_to_read() > 0 => {
+                    return std::future::pending().await
+                }
+                Ok(_) => {}
+            }
+            if tcp.readable().await.is_err() {
+                return;
+            }
+            let r = tcp.try_io(Interest::READABLE, || {
+                conn.read_tls(&mut ShortRead { tcp, short: false })
+            });
+            match r {
+                Ok(0) => return,
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(_) => return,
+            }
+        }
+    }
+
     /// Whether sealed records wait to be written.
     pub(super) fn has_queued_records(&self) -> bool {
         match self {
