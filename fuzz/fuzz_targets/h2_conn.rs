@@ -60,9 +60,15 @@ fuzz_target!(|data: &[u8]| {
         while let Some(event) = conn.poll_event() {
             match event {
                 Event::Request {
-                    stream, end_stream, ..
+                    stream,
+                    end_stream,
+                    head,
                 } => {
                     assert_eq!(stream % 2, 1);
+                    // A head the connection passed is one `http` accepts too.
+                    if let Err(why) = head.clone().into_parts() {
+                        panic!("a checked head did not convert: {why}: {head:?}");
+                    }
                     let headers = http::HeaderMap::new();
                     if conn
                         .send_response(stream, http::StatusCode::OK, &headers, false)

@@ -988,3 +988,35 @@ fn request_bodies_reach_a_pool_over_http2() {
         srv.access_log()
     );
 }
+
+/// Over HTTP/2, a request the configuration cannot answer at once (a pool) is routed once
+/// in the connection's poll and handed to its handler with that routing: a rate limit
+/// counts it once, as over HTTP/1.1.
+#[test]
+fn an_http2_request_to_a_rate_limited_pool_is_counted_once() {
+    let site = php_site();
+    let port = free_port();
+    let _fpm = php_fpm(site.path(), &format!("127.0.0.1:{port}"));
+    let config = php_config(site.path(), &format!("127.0.0.1:{port}")).replace(
+        "action: { fastcgi: { pool: php } }",
+        "action: { fastcgi: { pool: php } }\n        rate_limit: { requests_per_second: 0.05, burst: 3 }",
+    );
+    assert!(config.contains("rate_limit"), "{config}");
+    let srv = Server::run_config(&write_config(site.path(), &config));
+    // Three requests one after another on one connection: the burst's three tokens.
+    let h2load = Command::new("h2load")
+        .args(["-n", "3", "-c", "1", "-m", "1"])
+        .arg(srv.url("/echo.php"))
+        .output()
+        .expect("h2load is installed");
+    let report = String::from_utf8_lossy(&h2load.stdout).into_owned();
+    assert!(report.contains("3 2xx"), "{report}");
+    // The fourth finds the bucket empty.
+    let h2load = Command::new("h2load")
+        .args(["-n", "1", "-c", "1"])
+        .arg(srv.url("/echo.php"))
+        .output()
+        .expect("h2load is installed");
+    let report = String::from_utf8_lossy(&h2load.stdout).into_owned();
+    assert!(report.contains("1 4xx"), "{report}");
+}

@@ -70,6 +70,62 @@ fn http11_requires_host() {
     assert!(resp.starts_with("HTTP/1.1 400"), "{resp}");
 }
 
+/// HTTP/2 answers a file with the fields HTTP/1.1 sends (the validators and length are
+/// HPACK-coded once per file version, the rest through the connection's table), the same
+/// on the tenth response as on the first, and HEAD and 304 carry no body.
+#[test]
+fn h2_file_responses_carry_the_fields_http11_sends() {
+    let site = sample_site();
+    let srv = Server::start(site.path(), &[]);
+    let h1 = reqwest::blocking::Client::builder()
+        .http1_only()
+        .build()
+        .unwrap();
+    let h2 = reqwest::blocking::Client::builder()
+        .http2_prior_knowledge()
+        .build()
+        .unwrap();
+    let want = h1.get(srv.url("/a.txt")).send().unwrap();
+    let fields = [
+        "etag",
+        "last-modified",
+        "content-length",
+        "content-type",
+        "accept-ranges",
+    ];
+    for round in 0..10 {
+        let got = h2.get(srv.url("/a.txt")).send().unwrap();
+        assert_eq!(got.version(), reqwest::Version::HTTP_2);
+        for f in fields {
+            assert_eq!(
+                got.headers().get(f),
+                want.headers().get(f),
+                "{f}, round {round}"
+            );
+        }
+        assert!(got.headers().contains_key("date"));
+        assert_eq!(got.headers()["server"], "skiff");
+        assert_eq!(got.text().unwrap(), "0123456789abcdefghijklmnopqrstuvwxyz");
+    }
+    let head = h2.head(srv.url("/a.txt")).send().unwrap();
+    assert_eq!(head.status(), 200);
+    assert_eq!(head.headers()["content-length"], "36");
+    assert_eq!(head.bytes().unwrap().len(), 0);
+    let etag = want.headers()["etag"].clone();
+    let not_modified = h2
+        .get(srv.url("/a.txt"))
+        .header("if-none-match", etag.clone())
+        .send()
+        .unwrap();
+    assert_eq!(not_modified.status(), 304);
+    assert_eq!(not_modified.headers()["etag"], etag);
+    assert!(!not_modified.headers().contains_key("content-length"));
+    assert_eq!(not_modified.bytes().unwrap().len(), 0);
+    let missing = h2.get(srv.url("/nope.txt")).send().unwrap();
+    assert_eq!(missing.status(), 404);
+    assert!(missing.text().unwrap().contains("404 Not Found"));
+}
+
 #[test]
 fn h2c_prior_knowledge_on_the_same_port() {
     let site = sample_site();

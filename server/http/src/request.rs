@@ -14,6 +14,8 @@ pub enum HeaderSource<'a> {
     H1(&'a [httparse::Header<'a>]),
     /// hyper's header map.
     Map(&'a http::HeaderMap),
+    /// The HTTP/2 driver's decoded head.
+    H2(&'a crate::h2::request::Head),
 }
 
 impl<'a> HeaderSource<'a> {
@@ -26,6 +28,7 @@ impl<'a> HeaderSource<'a> {
                 .find(|h| h.name.eq_ignore_ascii_case(name))
                 .map(|h| h.value),
             HeaderSource::Map(m) => m.get(name).map(|v| v.as_bytes()),
+            HeaderSource::H2(h) => h.get(name),
         }
     }
 
@@ -39,6 +42,11 @@ impl<'a> HeaderSource<'a> {
                 .map(|h| h.value)
                 .collect(),
             HeaderSource::Map(m) => m.get_all(name).iter().map(|v| v.as_bytes()).collect(),
+            HeaderSource::H2(h) => h
+                .fields()
+                .filter(|(n, _)| n.eq_ignore_ascii_case(name.as_bytes()))
+                .map(|(_, v)| v)
+                .collect(),
         }
     }
 }

@@ -6,7 +6,7 @@
 //! granting HTTP/2 flow-control window (the socket stays writable, so the I/O-level send
 //! deadline cannot see it).
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::Notify;
@@ -21,9 +21,12 @@ pub(super) struct Activity {
     /// waits for the peer to take it, or `NOT_WAITING`. One clock per stream, so a peer
     /// cannot keep one stream stalled by moving data on another.
     waiting: Mutex<Vec<Arc<AtomicU64>>>,
-    /// Wakes the watcher when a request begins or a frame waits, which may bring its
-    /// deadline closer.
+    /// Wakes the watcher when a frame waits while it sleeps toward an idle deadline,
+    /// the one case where a deadline comes closer: a busy watcher wakes within the send
+    /// timeout anyway, and a request's start or end only moves deadlines later.
     changed: Notify,
+    /// The watcher sleeps toward an idle deadline (no request was in flight).
+    watching_idle: AtomicBool,
 }
 
 /// Why the connection should be closed.
@@ -53,6 +56,7 @@ impl Activity {
             last_ended_ms: AtomicU64::new(u64::MAX),
             waiting: Mutex::new(Vec::new()),
             changed: Notify::new(),
+            watching_idle: AtomicBool::new(true),
         })
     }
 
@@ -60,7 +64,6 @@ impl Activity {
         self.in_flight.fetch_add(1, Ordering::Relaxed);
         let waiting_since = Arc::new(AtomicU64::new(NOT_WAITING));
         self.waiting_list().push(waiting_since.clone());
-        self.changed.notify_one();
         Busy {
             activity: self.clone(),
             waiting_since,
@@ -91,7 +94,16 @@ impl Activity {
     ) -> Verdict {
         loop {
             let now = Instant::now();
-            let due = if self.in_flight.load(Ordering::Relaxed) > 0 {
+            // Marked idle before looking, so a frame handed after the look wakes it.
+            self.watching_idle.store(true, Ordering::Relaxed);
+            let busy = self.in_flight.load(Ordering::Relaxed) > 0;
+            if busy {
+                self.watching_idle.store(false, Ordering::Relaxed);
+            }
+            // Busy, it looks again within the send timeout (a frame handed meanwhile
+            // stalls no sooner) and within the keep-alive (a request's end starts it).
+            let look_again = now + between.min(stall);
+            let due = if busy {
                 let oldest = self
                     .waiting_list()
                     .iter()
@@ -103,10 +115,9 @@ impl Activity {
                     if now >= due {
                         return Verdict::Stalled;
                     }
-                    due
+                    due.min(look_again)
                 } else {
-                    // Busy: look again after a while; a request's end moves the deadline.
-                    now + between.min(stall)
+                    look_again
                 }
             } else {
                 let due = match self.last_ended_ms.load(Ordering::Relaxed) {
@@ -133,7 +144,9 @@ impl Busy {
             self.handed = true;
             let a = &self.activity;
             self.waiting_since.store(a.now_ms(), Ordering::Relaxed);
-            a.changed.notify_one();
+            if a.watching_idle.load(Ordering::Relaxed) {
+                a.changed.notify_one();
+            }
         }
     }
 
@@ -162,10 +175,9 @@ impl Drop for Busy {
         a.waiting_list()
             .retain(|w| !Arc::ptr_eq(w, &self.waiting_since));
         a.last_ended_ms.store(a.now_ms(), Ordering::Relaxed);
+        // The watcher wakes within the keep-alive of the last look while busy, so it
+        // finds the idle deadline this end starts in time: no wake-up per request.
         a.in_flight.fetch_sub(1, Ordering::Relaxed);
-        // The watcher may be sleeping toward this request's stall deadline: the
-        // keep-alive one replaces it.
-        a.changed.notify_one();
     }
 }
 
@@ -271,5 +283,52 @@ mod tests {
             busy.taken();
         }
         assert_eq!(watch.await.unwrap(), (Verdict::Stalled, 30));
+    }
+
+    /// A request's start and end wake nobody (no wake-up per request under load), yet
+    /// the deadlines hold: a frame handed while the watcher sleeps toward an idle
+    /// deadline wakes it (its stall is due sooner), and a busy watcher finds the
+    /// keep-alive that a request's end started in time.
+    #[tokio::test(start_paused = true)]
+    async fn deadlines_hold_without_a_wake_up_per_request() {
+        let a = Activity::new();
+        let watch = {
+            let a = a.clone();
+            tokio::spawn(async move {
+                let t0 = Instant::now();
+                let v = a.closes(secs(100), secs(75), secs(30)).await;
+                (v, t0.elapsed().as_secs())
+            })
+        };
+        tokio::time::sleep(secs(1)).await;
+        let mut busy = a.begin();
+        busy.handed();
+        assert_eq!(watch.await.unwrap(), (Verdict::Stalled, 31));
+
+        let b = Activity::new();
+        let watch = {
+            let b = b.clone();
+            tokio::spawn(async move {
+                let t0 = Instant::now();
+                let v = b.closes(secs(10), secs(75), secs(30)).await;
+                (v, t0.elapsed().as_secs())
+            })
+        };
+        tokio::time::sleep(secs(1)).await;
+        let long = b.begin();
+        // Many short requests meanwhile, each handed and taken.
+        for _ in 0..100 {
+            let mut r = b.begin();
+            r.handed();
+            r.taken();
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        tokio::time::sleep(secs(49)).await;
+        assert!(!watch.is_finished(), "closed with a request in flight");
+        drop(long);
+        // Ended at 100 s: idle 75 s later, not sooner and not much later.
+        let (verdict, at) = watch.await.unwrap();
+        assert_eq!(verdict, Verdict::Idle);
+        assert!((175..=176).contains(&at), "closed at {at} s");
     }
 }

@@ -7,7 +7,7 @@ use super::activity::{Activity, Verdict};
 use super::origin::Origin;
 use super::recorded_body::{RecordedBody, RequestMeta};
 use super::reply_body::ReplyBody;
-use crate::app::Routed;
+use crate::app::{App, Routed};
 use crate::exchange::{front, Outcome, Protocol};
 use crate::http::reply::Reply;
 use crate::http::request::{HeaderSource, RequestHead};
@@ -20,6 +20,7 @@ use http_body_util::BodyExt;
 use hyper::server::conn::{http1, http2};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use skiff_http::h2::request::Head as H2Head;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -165,8 +166,49 @@ where
     B: http_body::Body<Data = bytes::Bytes> + Send + Sync + 'static,
     B::Error: Into<ClientBodyError>,
 {
-    let (peer, local_port) = (origin.peer, origin.local_port);
+    handle_routed(req, origin, remote, shared, None).await
+}
+
+/// A request routed by its connection before a handler was needed: the configuration
+/// generation that routed it, what it decided, and when the request arrived.
+pub(super) struct Routing {
+    pub app: Arc<App>,
+    pub routed: Routed,
+    pub started: Instant,
+}
+
+/// Routes a request head as `handle` would, without waiting: the HTTP/2 driver answers a
+/// `Routed::Reply` in its own poll and hands the rest to `handle_routed`, so a rate limit
+/// counts the request once.
+pub(super) fn route_now(h2: &H2Head, origin: &Origin, shared: &Shared) -> Routing {
     let started = Instant::now();
+    let mut head = request_head_h2(h2, origin.peer.ip());
+    if let Some(session) = &origin.tls {
+        session.mark(&mut head, shared);
+    }
+    let app = shared.app.load_full();
+    let routed = front::route(&app, &head, Protocol::Http2);
+    Routing {
+        app,
+        routed,
+        started,
+    }
+}
+
+/// `handle`, for a request `route_now` has already routed (`routing`) or not (`None`).
+pub(super) async fn handle_routed<B>(
+    req: Request<B>,
+    origin: &Origin,
+    remote: Arc<str>,
+    shared: &Shared,
+    routing: Option<Routing>,
+) -> Response<RecordedBody>
+where
+    B: http_body::Body<Data = bytes::Bytes> + Send + Sync + 'static,
+    B::Error: Into<ClientBodyError>,
+{
+    let (peer, local_port) = (origin.peer, origin.local_port);
+    let started = routing.as_ref().map_or_else(Instant::now, |r| r.started);
     let (parts, body) = req.into_parts();
     let h2 = parts.version == http::Version::HTTP_2;
     let meta = RequestMeta {
@@ -184,8 +226,14 @@ where
         session.mark(&mut head, shared);
     }
     let routed = {
-        let app = shared.app.load_full();
-        let mut routed = front::route(&app, &head, meta.protocol);
+        let (app, mut routed) = match routing {
+            Some(r) => (r.app, r.routed),
+            None => {
+                let app = shared.app.load_full();
+                let routed = front::route(&app, &head, meta.protocol);
+                (app, routed)
+            }
+        };
         // Basic auth's bcrypt runs on the verification pool: this request waits, the
         // thread does not. Routed again with the verdict, the same generation answers.
         while let Routed::Verify(v) = routed {
@@ -283,6 +331,29 @@ fn request_head(parts: &http::request::Parts, peer: std::net::IpAddr) -> Request
     head
 }
 
+/// `request_head` for the HTTP/2 driver's head, read in place.
+fn request_head_h2(h2: &H2Head, peer: std::net::IpAddr) -> RequestHead<'_> {
+    let target = h2.target();
+    let (path, query) = RequestHead::split_target(target);
+    let mut head = RequestHead {
+        method: h2.method.clone(),
+        target,
+        path,
+        query,
+        ..Default::default()
+    };
+    for (name, value) in h2.fields() {
+        head.note_header(name, value);
+    }
+    // `:authority` takes Host's place (RFC 9113 §8.3.1).
+    if let Some(authority) = h2.authority() {
+        head.host = Some(authority.as_bytes());
+    }
+    head.headers = HeaderSource::H2(h2);
+    head.peer = Some(peer);
+    head
+}
+
 thread_local! {
     /// This second's Date as a header value: built once a second, then shared.
     static DATE_VALUE: std::cell::RefCell<Option<HeaderValue>> = const { std::cell::RefCell::new(None) };
@@ -301,18 +372,28 @@ fn date_value() -> Option<HeaderValue> {
     })
 }
 
+/// A reply's body as it is sent, `chunk` bytes of a file at a time under its bandwidth
+/// limit; none for HEAD (`head_only`) or a status without one.
+pub(super) fn reply_body(
+    body: crate::http::reply::Body,
+    throttle: Option<Arc<crate::shaping::Throttle>>,
+    sends_body: bool,
+    chunk: usize,
+) -> ReplyBody {
+    if !sends_body {
+        return ReplyBody::empty();
+    }
+    let body = ReplyBody::new(body, chunk);
+    match throttle {
+        Some(t) => body.throttled(t),
+        None => body,
+    }
+}
+
 fn into_response(reply: Reply, head_only: bool, chunk: usize) -> Response<ReplyBody> {
     let has_body = reply.has_body_semantics();
     let len = reply.body.len();
-    let body = if head_only || !has_body {
-        ReplyBody::empty()
-    } else {
-        let body = ReplyBody::new(reply.body, chunk);
-        match reply.throttle {
-            Some(t) => body.throttled(t),
-            None => body,
-        }
-    };
+    let body = reply_body(reply.body, reply.throttle, has_body && !head_only, chunk);
     let mut resp = Response::new(body);
     *resp.status_mut() = reply.status;
     let headers = resp.headers_mut();

@@ -3,6 +3,7 @@
 
 use bytes::Bytes;
 use http::{HeaderName, HeaderValue, StatusCode};
+use skiff_http::h2::hpack::{varies_per_response, Unindexed};
 use std::fs::File;
 use std::sync::Arc;
 
@@ -59,29 +60,42 @@ impl Body {
 }
 
 /// Response headers built once and shared by every response that uses them (the 200 of
-/// a cached file): as fields for hyper, and as ready HTTP/1.1 lines for the fast path.
+/// a cached file): as fields for hyper, as ready HTTP/1.1 lines for the fast path, and
+/// the per-response ones HPACK-coded for HTTP/2.
 #[derive(Debug)]
 pub struct PrebuiltHead {
     pub fields: Vec<(HeaderName, HeaderValue)>,
     /// `fields` as "Name: value\r\n" lines, followed by the Content-Length line.
     pub wire: Bytes,
+    pub content_length: u64,
+    /// The fields HPACK never indexes (validators) and Content-Length, coded once: the
+    /// HTTP/2 driver sends them as they are and the rest of `fields` through its encoder.
+    pub h2_unindexed: Unindexed,
 }
 
 impl PrebuiltHead {
     pub fn new(fields: Vec<(HeaderName, HeaderValue)>, content_length: u64) -> PrebuiltHead {
         let mut wire = Vec::with_capacity(256);
+        let mut h2_unindexed = Unindexed::default();
         for (name, value) in &fields {
             wire.extend_from_slice(name.as_str().as_bytes());
             wire.extend_from_slice(b": ");
             wire.extend_from_slice(value.as_bytes());
             wire.extend_from_slice(b"\r\n");
+            if varies_per_response(name) {
+                h2_unindexed.push(name, value.as_bytes());
+            }
         }
+        let length_at = wire.len() + b"Content-Length: ".len();
         wire.extend_from_slice(b"Content-Length: ");
         crate::http::text::push_decimal(&mut wire, content_length);
+        h2_unindexed.push(&http::header::CONTENT_LENGTH, &wire[length_at..]);
         wire.extend_from_slice(b"\r\n");
         PrebuiltHead {
             fields,
             wire: Bytes::from(wire),
+            content_length,
+            h2_unindexed,
         }
     }
 }

@@ -33,7 +33,7 @@ mod tests;
 use super::frame::{
     self, Head, DEFAULT_MAX_FRAME_SIZE, DEFAULT_WINDOW, HEADER_LEN, MAX_MAX_FRAME_SIZE,
 };
-use super::hpack::{Decoder, Encoder};
+use super::hpack::{Decoder, Encoder, Unindexed};
 use super::stream::{Stream, Streams};
 use super::{Error, Reason, StreamId};
 use bytes::Bytes;
@@ -95,7 +95,7 @@ pub enum Event {
     /// A new request. `end_stream`: it has no body.
     Request {
         stream: StreamId,
-        head: http::request::Parts,
+        head: super::request::Head,
         end_stream: bool,
     },
     /// Request body bytes; hand their length to `release_capacity` once consumed.
@@ -126,6 +126,24 @@ pub enum Event {
     SettingsAcked,
     /// The answer to our `ping`.
     PingAck { payload: [u8; 8] },
+}
+
+/// A response's header block as `send_response_with` writes it, after `:status`.
+pub struct ResponseBlock<'a> {
+    encoder: &'a mut Encoder,
+    out: &'a mut Vec<u8>,
+}
+
+impl ResponseBlock<'_> {
+    /// A field, through the connection's encoder (connection-specific ones are dropped).
+    pub fn field(&mut self, name: &http::HeaderName, value: &[u8]) {
+        self.encoder.header(self.out, name, value);
+    }
+
+    /// Fields encoded ahead of time, which need no table.
+    pub fn unindexed(&mut self, fields: &Unindexed) {
+        self.out.extend_from_slice(fields.as_bytes());
+    }
 }
 
 /// Why a response could not be queued.
@@ -341,7 +359,32 @@ impl Connection {
         }
         s.headers_sent = true;
         s.end_queued = end_stream;
-        self.write_headers(stream, status, headers, end_stream);
+        self.write_headers(stream, status, end_stream, |block| {
+            for (name, value) in headers {
+                block.field(name, value.as_bytes());
+            }
+        });
+        if end_stream {
+            self.send_closed(stream);
+        }
+        Ok(())
+    }
+
+    /// `send_response` with the fields given one by one to `fields` (no `HeaderMap`).
+    pub fn send_response_with(
+        &mut self,
+        stream: StreamId,
+        status: StatusCode,
+        end_stream: bool,
+        fields: impl FnOnce(&mut ResponseBlock<'_>),
+    ) -> Result<(), SendError> {
+        let s = self.open_stream(stream)?;
+        if s.headers_sent {
+            return Err(SendError::HeadersSent);
+        }
+        s.headers_sent = true;
+        s.end_queued = end_stream;
+        self.write_headers(stream, status, end_stream, fields);
         if end_stream {
             self.send_closed(stream);
         }

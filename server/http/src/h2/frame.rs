@@ -63,11 +63,18 @@ impl Head {
     }
 
     pub fn encode(&self, out: &mut Vec<u8>) {
+        let mut head = [0u8; HEADER_LEN];
+        self.encode_into(&mut head);
+        out.extend_from_slice(&head);
+    }
+
+    /// The 9 bytes in place: a header written before its payload's length was known.
+    pub fn encode_into(&self, out: &mut [u8; HEADER_LEN]) {
         debug_assert!(self.len <= MAX_MAX_FRAME_SIZE);
-        out.extend_from_slice(&self.len.to_be_bytes()[1..]);
-        out.push(self.kind);
-        out.push(self.flags);
-        out.extend_from_slice(&(self.stream & MAX_WINDOW).to_be_bytes());
+        out[..3].copy_from_slice(&self.len.to_be_bytes()[1..]);
+        out[3] = self.kind;
+        out[4] = self.flags;
+        out[5..].copy_from_slice(&(self.stream & MAX_WINDOW).to_be_bytes());
     }
 
     fn has(&self, flag: u8) -> bool {

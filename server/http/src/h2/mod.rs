@@ -8,7 +8,7 @@ pub mod conn;
 pub mod frame;
 pub mod hpack;
 pub mod priority;
-mod request;
+pub mod request;
 mod stream;
 
 use std::fmt;

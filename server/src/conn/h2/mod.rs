@@ -1,5 +1,7 @@
 //! HTTP/2 (h2c, ALPN h2) on skiff-http's state machine: one task per connection, none per stream.
 
+mod ctx;
+mod reply;
 mod request_body;
 mod streams;
 
@@ -7,6 +9,7 @@ use super::activity::{Activity, Busy, Verdict};
 use super::origin::Origin;
 use crate::shutdown::stopping;
 use crate::state::Shared;
+use ctx::Ctx;
 use skiff_http::h2::conn::{Config, Connection};
 use skiff_http::h2::Reason;
 use std::cell::RefCell;
@@ -16,7 +19,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
-use streams::{Ctx, Streams};
+use streams::Streams;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 
 /// Bytes read per read call; a frame cut by the end of a read waits in the connection's

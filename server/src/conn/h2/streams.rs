@@ -2,29 +2,23 @@
 
 // Plain vectors polled in the connection's task: a connection has at most a few hundred
 // streams, and no stream gets a task of its own.
+use super::ctx::Ctx;
+use super::reply::{self, Queued};
 use super::request_body::{Inbound, RequestBody};
-use crate::conn::activity::{Activity, Busy};
-use crate::conn::hyper::handle;
-use crate::conn::origin::Origin;
+use crate::app::Routed;
+use crate::conn::activity::Busy;
+use crate::conn::hyper::{handle_routed, route_now, Routing};
 use crate::conn::recorded_body::RecordedBody;
-use crate::state::Shared;
 use bytes::Bytes;
 use http::{Request, Response};
 use http_body::Body as _;
 use skiff_http::h2::conn::{Connection, Event};
+use skiff_http::h2::request::Head;
 use skiff_http::h2::{Reason, StreamId};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-
-/// What every request of the connection shares (one reference count per request).
-pub(super) struct Ctx {
-    pub shared: Arc<Shared>,
-    pub origin: Origin,
-    pub remote: Arc<str>,
-    pub activity: Arc<Activity>,
-}
 
 /// Response bytes a connection's streams may have queued together before no body is
 /// polled: zero windows on every stream would otherwise hold a chunk per stream.
@@ -59,21 +53,24 @@ impl Streams {
                 head,
                 end_stream,
             } => {
-                let body = if end_stream {
-                    RequestBody::empty()
-                } else {
-                    let inbound = Arc::new(Inbound::default());
-                    self.inbound.push((stream, inbound.clone()));
-                    let length = head
-                        .headers
-                        .get(http::header::CONTENT_LENGTH)
-                        .and_then(|v| v.to_str().ok()?.parse().ok());
-                    RequestBody::new(inbound, length)
+                if end_stream {
+                    self.request_without_body(stream, head, conn, ctx);
+                    return;
+                }
+                let Some(head) = into_parts(head, stream, conn) else {
+                    return;
                 };
+                let inbound = Arc::new(Inbound::default());
+                self.inbound.push((stream, inbound.clone()));
+                let length = head
+                    .headers
+                    .get(http::header::CONTENT_LENGTH)
+                    .and_then(|v| v.to_str().ok()?.parse().ok());
+                let body = RequestBody::new(inbound, length);
                 let busy = ctx.activity.begin();
                 let req = Request::from_parts(head, body);
                 self.responding
-                    .push((stream, Box::pin(respond(req, ctx.clone(), busy))));
+                    .push((stream, Box::pin(respond(req, ctx.clone(), busy, None))));
             }
             Event::Data {
                 stream,
@@ -98,6 +95,42 @@ impl Streams {
             Event::GoAway { .. } => conn.go_away(Reason::NO_ERROR),
             Event::SettingsAcked | Event::PingAck { .. } => {}
         }
+    }
+
+    /// A request with no body is routed at once: what the configuration answers in place
+    /// is queued now (`reply.rs`); a pool or basic auth's check gets a handler, which
+    /// takes the routing as it is (a rate limit counts the request once).
+    fn request_without_body(
+        &mut self,
+        stream: StreamId,
+        head: Head,
+        conn: &mut Connection,
+        ctx: &Arc<Ctx>,
+    ) {
+        let busy = ctx.activity.begin();
+        let routing = route_now(&head, &ctx.origin, &ctx.shared);
+        let routing = match routing.routed {
+            Routed::Reply { reply, vhost } => {
+                match reply::send(conn, stream, head, reply, vhost, routing.started, ctx, busy) {
+                    Queued::Finished => {}
+                    Queued::Draining(busy) => {
+                        let n = conn.buffered(stream).unwrap_or(0);
+                        self.draining.push((stream, busy, n));
+                    }
+                    Queued::Sending(body) => self.sending.push((stream, body, 0)),
+                }
+                return;
+            }
+            routed => Routing { routed, ..routing },
+        };
+        let Some(head) = into_parts(head, stream, conn) else {
+            return;
+        };
+        let req = Request::from_parts(head, RequestBody::empty());
+        self.responding.push((
+            stream,
+            Box::pin(respond(req, ctx.clone(), busy, Some(routing))),
+        ));
     }
 
     fn inbound(&self, stream: StreamId) -> Option<&Arc<Inbound>> {
@@ -257,6 +290,19 @@ impl Streams {
     }
 }
 
+/// A head for a handler, as `http` types. The connection checked it as they would, so
+/// this never fails; if it did, the stream would be reset rather than answered.
+fn into_parts(head: Head, stream: StreamId, conn: &mut Connection) -> Option<http::request::Parts> {
+    match head.into_parts() {
+        Ok(parts) => Some(parts),
+        Err(why) => {
+            tracing::debug!(stream, why, "HTTP/2 request head not convertible");
+            conn.reset(stream, Reason::PROTOCOL_ERROR);
+            None
+        }
+    }
+}
+
 /// Whether `PROGRESS` bytes of a stream's queue (now `left`) went since `mark`; if so
 /// the mark moves to here.
 fn progressed(left: usize, mark: &mut usize) -> bool {
@@ -268,8 +314,13 @@ fn progressed(left: usize, mark: &mut usize) -> bool {
 }
 
 /// One request's handler, with the connection's activity held until its body is dropped.
-async fn respond(req: Request<RequestBody>, ctx: Arc<Ctx>, busy: Busy) -> Response<RecordedBody> {
-    let mut resp = handle(req, &ctx.origin, ctx.remote.clone(), &ctx.shared).await;
+async fn respond(
+    req: Request<RequestBody>,
+    ctx: Arc<Ctx>,
+    busy: Busy,
+    routing: Option<Routing>,
+) -> Response<RecordedBody> {
+    let mut resp = handle_routed(req, &ctx.origin, ctx.remote.clone(), &ctx.shared, routing).await;
     resp.body_mut().hold(busy);
     resp
 }

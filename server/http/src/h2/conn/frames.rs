@@ -7,7 +7,7 @@ use crate::h2::request::Fields;
 use crate::h2::stream::Stream;
 use crate::h2::{Error, Reason, StreamId};
 use bytes::Bytes;
-use http::{HeaderMap, StatusCode};
+use http::StatusCode;
 
 /// CONTINUATION frames one header block may take: a real client needs a handful; empty
 /// ones cost nothing to send and would otherwise keep us parsing (CONTINUATION flood).
@@ -327,7 +327,7 @@ impl Connection {
                 if decoded.over_limit {
                     return self.too_large(id, b.end_stream);
                 }
-                let content_length = fields.content_length;
+                let content_length = fields.content_length();
                 let head = fields
                     .into_request()
                     .map_err(|why| Error::stream(id, Reason::PROTOCOL_ERROR, why))?;
@@ -345,8 +345,8 @@ impl Connection {
                 );
                 s.recv_closed = b.end_stream;
                 s.content_length = content_length;
-                if let Some(v) = head.headers.get("priority") {
-                    s.priority = Priority::parse(v.as_bytes());
+                if let Some(v) = head.priority() {
+                    s.priority = Priority::parse(v);
                 }
                 self.streams.insert(s);
                 self.events.push_back(Event::Request {
@@ -370,8 +370,8 @@ impl Connection {
         self.write_headers(
             id,
             StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-            &HeaderMap::new(),
             true,
+            |_| {},
         );
         self.send_closed(id);
         self.spend_budget()

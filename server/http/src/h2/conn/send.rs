@@ -1,10 +1,10 @@
 //! What leaves: response HEADERS encoded in order, DATA cut from the stream queues as
 //! the windows allow, into the driver's one buffer per batch.
 
-use super::{Connection, State};
+use super::{Connection, ResponseBlock, State};
 use crate::h2::frame::{self, Head, HEADER_LEN};
 use crate::h2::{Reason, StreamId};
-use http::{HeaderMap, StatusCode};
+use http::StatusCode;
 
 impl Connection {
     /// Appends what is ready to send to `out`: control frames and HEADERS in order, then
@@ -142,29 +142,33 @@ impl Connection {
         &mut self,
         stream: StreamId,
         status: StatusCode,
-        headers: &HeaderMap,
         end_stream: bool,
+        fields: impl FnOnce(&mut ResponseBlock<'_>),
     ) {
         // A batch's header blocks gather here: room for several at once, not a growth
         // from nothing (the buffer is dropped once sent).
         self.pending.reserve(1024);
         let start = self.pending.len();
         self.pending.extend_from_slice(&[0; HEADER_LEN]);
-        self.encoder.response(&mut self.pending, status, headers);
+        self.encoder.begin_response(&mut self.pending, status);
+        fields(&mut ResponseBlock {
+            encoder: &mut self.encoder,
+            out: &mut self.pending,
+        });
         let len = self.pending.len() - start - HEADER_LEN;
         if len <= self.peer_max_frame as usize {
             let mut flags = frame::FLAG_END_HEADERS;
             if end_stream {
                 flags |= frame::FLAG_END_STREAM;
             }
-            let mut head = Vec::with_capacity(HEADER_LEN);
+            let mut head = [0u8; HEADER_LEN];
             Head {
                 len: len as u32,
                 kind: frame::HEADERS,
                 flags,
                 stream,
             }
-            .encode(&mut head);
+            .encode_into(&mut head);
             self.pending[start..start + HEADER_LEN].copy_from_slice(&head);
         } else {
             let block = self.pending.split_off(start + HEADER_LEN);

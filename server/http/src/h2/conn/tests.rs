@@ -202,7 +202,12 @@ fn a_request_and_its_response() {
         panic!("{events:?}");
     };
     assert_eq!(head.method, Method::GET);
-    assert_eq!(head.uri, "https://example.com/index.html");
+    assert_eq!(head.target(), "/index.html");
+    assert_eq!(head.authority(), Some("example.com"));
+    assert_eq!(
+        head.into_parts().unwrap().uri,
+        "https://example.com/index.html"
+    );
     p.conn
         .send_response(1, StatusCode::OK, &ok_headers(), false)
         .unwrap();

@@ -113,16 +113,26 @@ impl Encoder {
     /// A response's header block: status, then every field but the connection-specific
     /// ones RFC 9113 §8.2.2 forbids.
     pub fn response(&mut self, out: &mut Vec<u8>, status: StatusCode, headers: &HeaderMap) {
+        self.begin_response(out, status);
+        for (name, value) in headers {
+            self.header(out, name, value.as_bytes());
+        }
+    }
+
+    /// Starts a response's block: any table size update owed, then `:status`.
+    pub fn begin_response(&mut self, out: &mut Vec<u8>, status: StatusCode) {
         self.begin_block(out);
         self.status(out, status);
-        for (name, value) in headers {
-            if is_connection_specific(name) {
-                continue;
-            }
-            let value = value.as_bytes();
-            let indexing = self.indexing(name, value);
-            self.field(out, name.as_str().as_bytes(), value, indexing);
+    }
+
+    /// One response field, indexed or not as `indexing` decides; a connection-specific
+    /// field (RFC 9113 §8.2.2) is dropped.
+    pub fn header(&mut self, out: &mut Vec<u8>, name: &HeaderName, value: &[u8]) {
+        if is_connection_specific(name.as_str().as_bytes()) {
+            return;
         }
+        let indexing = self.indexing(name, value);
+        self.field(out, name.as_str().as_bytes(), value, indexing);
     }
 
     /// Index what repeats; not what changes per response (it would only evict what
@@ -138,16 +148,7 @@ impl Encoder {
         }
         // Date changes once a second: indexed, every other response in that second on the
         // connection sends it as one byte.
-        let varies = [
-            CONTENT_LENGTH,
-            ETAG,
-            LAST_MODIFIED,
-            CONTENT_RANGE,
-            LOCATION,
-            AGE,
-            EXPIRES,
-        ];
-        if varies.contains(name)
+        if varies_per_response(name)
             || name.as_str().len() + value.len() + ENTRY_OVERHEAD > self.table.max_size() / 4
         {
             return Indexing::Without;
@@ -156,12 +157,52 @@ impl Encoder {
     }
 }
 
-/// RFC 9113 §8.2.2: fields HTTP/2 does not carry.
-pub(crate) fn is_connection_specific(name: &HeaderName) -> bool {
+/// Fields whose value changes from one response to the next (validators, lengths,
+/// ranges): never indexed, so their encoding depends on no table (`Unindexed`).
+pub fn varies_per_response(name: &HeaderName) -> bool {
     use http::header::*;
-    name == CONNECTION
-        || name == TRANSFER_ENCODING
-        || name == UPGRADE
-        || name == "keep-alive"
-        || name == "proxy-connection"
+    [
+        CONTENT_LENGTH,
+        ETAG,
+        LAST_MODIFIED,
+        CONTENT_RANGE,
+        LOCATION,
+        AGE,
+        EXPIRES,
+    ]
+    .contains(name)
+}
+
+/// Fields encoded once as literals without indexing, names from the static table where
+/// it has them: that form reads the same whatever either table holds, so one encoding
+/// serves every connection (a cached file's validators and length, Huffman-coded once per
+/// file version rather than per response).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Unindexed(Vec<u8>);
+
+impl Unindexed {
+    pub fn push(&mut self, name: &HeaderName, value: &[u8]) {
+        if is_connection_specific(name.as_str().as_bytes()) {
+            return;
+        }
+        let name = name.as_str().as_bytes();
+        let index = static_name_index(name);
+        encode_int(&mut self.0, index.unwrap_or(0), 4, 0x00);
+        if index.is_none() {
+            encode_str(&mut self.0, name);
+        }
+        encode_str(&mut self.0, value);
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+/// RFC 9113 §8.2.2: fields HTTP/2 does not carry (names in lowercase).
+pub(crate) fn is_connection_specific(name: &[u8]) -> bool {
+    matches!(
+        name,
+        b"connection" | b"transfer-encoding" | b"upgrade" | b"keep-alive" | b"proxy-connection"
+    )
 }

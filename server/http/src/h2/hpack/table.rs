@@ -219,8 +219,8 @@ impl Dynamic {
     pub fn find(&self, name: &[u8], value: &[u8]) -> (Option<usize>, Option<usize>) {
         let mut by_name = None;
         for (i, e) in self.entries.iter().enumerate() {
-            if e.name() == name {
-                if e.value() == value {
+            if same(e.name(), name) {
+                if same(e.value(), value) {
                     return (Some(i), Some(i));
                 }
                 by_name.get_or_insert(i);
@@ -228,6 +228,13 @@ impl Dynamic {
         }
         (None, by_name)
     }
+}
+
+/// Most entries differ in length or first byte: those are told apart without a call to
+/// `memcmp`.
+#[inline]
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.first() == b.first() && a == b
 }
 
 #[cfg(test)]

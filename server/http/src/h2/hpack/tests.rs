@@ -436,3 +436,49 @@ fn a_large_huffman_block_leaves_no_large_scratch() {
     assert_eq!(got[0].1.len(), 40_000);
     assert!(d.scratch_capacity() <= 8 << 10, "{}", d.scratch_capacity());
 }
+
+/// Fields encoded once ahead of time read back the same in any block, whatever either
+/// table holds by then: they neither use nor change the tables.
+#[test]
+fn unindexed_fields_read_the_same_in_any_block() {
+    let mut pre = Unindexed::default();
+    pre.push(&http::header::ETAG, b"\"5f-1a2b\"");
+    pre.push(
+        &http::header::LAST_MODIFIED,
+        b"Tue, 24 Nov 2026 10:00:00 GMT",
+    );
+    pre.push(&http::header::CONTENT_LENGTH, b"1795");
+    pre.push(&http::header::HeaderName::from_static("x-unlisted"), b"v");
+    pre.push(&http::header::CONNECTION, b"close");
+    let mut e = Encoder::new(4096);
+    let mut d = Decoder::new(4096);
+    let h = response_headers();
+    for round in 0..3 {
+        let mut block = Vec::new();
+        e.begin_response(&mut block, StatusCode::OK);
+        e.header(&mut block, &http::header::SERVER, b"skiff");
+        block.extend_from_slice(pre.as_bytes());
+        for (name, value) in &h {
+            e.header(&mut block, name, value.as_bytes());
+        }
+        let fields = decode_all(&mut d, &block).unwrap();
+        assert_eq!(
+            fields[..6],
+            pairs(&[
+                (":status", "200"),
+                ("server", "skiff"),
+                ("etag", "\"5f-1a2b\""),
+                ("last-modified", "Tue, 24 Nov 2026 10:00:00 GMT"),
+                ("content-length", "1795"),
+                ("x-unlisted", "v"),
+            ])[..],
+            "round {round}"
+        );
+        assert_eq!(fields.len(), 6 + 6, "connection dropped, round {round}");
+    }
+    // Literal without indexing, static name index 34 (etag), Huffman value.
+    assert_eq!(pre.as_bytes()[0], 0x0f);
+    assert_eq!(pre.as_bytes()[1], 34 - 15);
+    assert!(varies_per_response(&http::header::ETAG));
+    assert!(!varies_per_response(&http::header::CONTENT_TYPE));
+}

@@ -1,0 +1,150 @@
+//! Replies the configuration gives at once (a file, a redirect, an error page), sent from
+//! the connection's own poll: no handler future, HEADERS written from the `Reply` with no
+//! `HeaderMap`, and a body in memory queued whole.
+
+use super::ctx::Ctx;
+use crate::conn::activity::Busy;
+use crate::conn::hyper::{reply_body, H2_STREAM_SEND_BUFFER};
+use crate::conn::recorded_body::{RecordedBody, RequestMeta};
+use crate::exchange::{front, Exchange, Outcome, Protocol, RequestFields};
+use crate::http::reply::{Body, Reply};
+use http::header::{CONTENT_LENGTH, DATE, SERVER};
+use http::{HeaderValue, Method, Uri};
+use http_body_util::BodyExt;
+use skiff_http::h2::conn::{Connection, ResponseBlock};
+use skiff_http::h2::hpack::varies_per_response;
+use skiff_http::h2::request::Head;
+use skiff_http::h2::StreamId;
+use std::time::Instant;
+
+/// What is left of a reply once its HEADERS are queued.
+pub(super) enum Queued {
+    /// Nothing: the exchange is recorded.
+    Finished,
+    /// The whole body is queued and recorded; the request holds its connection until the
+    /// peer has taken it.
+    Draining(Busy),
+    /// A body still to read (a file beyond the I/O cache, a bandwidth limit).
+    Sending(RecordedBody),
+}
+
+/// Queues `reply` as the answer to `stream`'s request (`parts`), which arrived at
+/// `started`.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn send(
+    conn: &mut Connection,
+    stream: StreamId,
+    head: Head,
+    reply: Reply,
+    vhost: &'static str,
+    started: Instant,
+    ctx: &Ctx,
+    mut busy: Busy,
+) -> Queued {
+    let has_body = reply.has_body_semantics();
+    let sends_body = has_body && head.method != Method::HEAD && !reply.body.is_empty();
+    let outcome = Outcome {
+        vhost,
+        status: reply.status.as_u16(),
+        body_bytes: 0,
+        cache_hit: front::cache_outcome(&reply),
+        pool: None,
+    };
+    let queued = conn.send_response_with(stream, reply.status, !sends_body, |block| {
+        write_fields(block, &reply, has_body)
+    });
+    if queued.is_err() || !sends_body {
+        record(&head, ctx, outcome, started, 0);
+        return Queued::Finished;
+    }
+    // A cached body up to a stream's send buffer is a shared slice of the cache: queued
+    // whole, it costs no memory and no body to poll.
+    let whole = match (&reply.body, &reply.throttle) {
+        (Body::Bytes(b) | Body::Mirrored(b, _), None) if b.len() <= H2_STREAM_SEND_BUFFER => {
+            Some(b.clone())
+        }
+        _ => None,
+    };
+    if let Some(bytes) = whole {
+        let n = bytes.len() as u64;
+        let sent = conn.send_data(stream, bytes, true).is_ok();
+        record(&head, ctx, outcome, started, if sent { n } else { 0 });
+        if !sent {
+            return Queued::Finished;
+        }
+        busy.handed();
+        return Queued::Draining(busy);
+    }
+    let value = |v: Option<&[u8]>| v.and_then(|v| HeaderValue::from_bytes(v).ok());
+    let (referer, user_agent) = (value(head.referer()), value(head.user_agent()));
+    let meta = RequestMeta {
+        remote: ctx.remote.clone(),
+        // The head's target was checked as `http` checks it.
+        uri: Uri::try_from(head.target()).unwrap_or_default(),
+        method: head.method,
+        protocol: Protocol::Http2,
+        referer,
+        user_agent,
+        started,
+    };
+    let chunk = ctx
+        .shared
+        .settings
+        .read_chunk_bytes
+        .min(H2_STREAM_SEND_BUFFER);
+    let body = reply_body(reply.body, reply.throttle, true, chunk);
+    let mut body = RecordedBody::new(body.boxed(), meta, outcome, started);
+    body.hold(busy);
+    Queued::Sending(body)
+}
+
+/// The fields hyper's path would send for `reply` (`into_response`), in the same order:
+/// Server, Date, the shared head's, the reply's own, Content-Length.
+fn write_fields(block: &mut ResponseBlock<'_>, reply: &Reply, has_body: bool) {
+    block.field(&SERVER, b"skiff");
+    skiff_http::date::with_http_date(|d| block.field(&DATE, d.as_bytes()));
+    let mut length_sent = false;
+    if let Some(shared) = &reply.shared_head {
+        // Its validators and length were HPACK-coded once for its file version.
+        let coded = has_body && shared.content_length == reply.body.len();
+        for (name, value) in &shared.fields {
+            if !(coded && varies_per_response(name)) {
+                block.field(name, value.as_bytes());
+            }
+        }
+        if coded {
+            block.unindexed(&shared.h2_unindexed);
+            length_sent = true;
+        }
+    }
+    for (name, value) in &reply.headers {
+        block.field(name, value.as_bytes());
+    }
+    if has_body && !length_sent {
+        let mut digits = Vec::with_capacity(20);
+        crate::http::text::push_decimal(&mut digits, reply.body.len());
+        block.field(&CONTENT_LENGTH, &digits);
+    }
+}
+
+/// Records an exchange whose body was handed to the connection whole (`body_bytes`).
+fn record(head: &Head, ctx: &Ctx, outcome: Outcome, started: Instant, body_bytes: u64) {
+    Exchange {
+        remote: &ctx.remote,
+        request: RequestFields {
+            method: &head.method,
+            target: head.target().as_bytes(),
+            protocol: Protocol::Http2,
+            referer: head.referer(),
+            user_agent: head.user_agent(),
+        },
+        outcome: Outcome {
+            body_bytes,
+            ..outcome
+        },
+        started,
+        head_ready: started,
+        ended: Instant::now(),
+    }
+    .record();
+}
