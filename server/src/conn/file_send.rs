@@ -1,21 +1,14 @@
 //! Sending file bodies on the HTTP/1.1 fast path: a file region goes out with sendfile(2)
-//! (page cache to socket, no copy through user space) or, below `sendfile_min_bytes`, with
-//! pread(2) into a buffer and write(2) (on rustls, `h1::transport` seals pread chunks). A file truncated
-//! mid-send ends the connection with an error: the client sees a short body, never
-//! someone else's bytes.
+//! (page cache to socket, no copy through user space) or, below `sendfile_min_bytes` and
+//! on rustls, with pread(2) and write (`h1::transport::send_file_pread`). A file
+//! truncated mid-send ends the connection with an error: the client sees a short body,
+//! never someone else's bytes.
 
 use crate::http::reply::FileSlice;
 use std::io;
-use std::os::unix::fs::FileExt;
 use std::time::Duration;
 use tokio::io::Interest;
 use tokio::net::TcpStream;
-
-#[derive(Debug, Default)]
-pub struct Sent {
-    pub via_sendfile: u64,
-    pub via_pread: u64,
-}
 
 pub(super) fn truncated() -> io::Error {
     io::Error::new(
@@ -50,88 +43,47 @@ impl FileSendPolicy {
     }
 }
 
-/// Sends a file region; `sent` counts what went out, also when this fails part way.
-pub async fn send_file_slice(
-    stream: &TcpStream,
-    f: &FileSlice,
-    policy: FileSendPolicy,
-    chunk: &mut Vec<u8>,
-    sent: &mut Sent,
-) -> io::Result<()> {
-    if policy.cork {
-        // Full segments only while the body streams (nginx's tcp_nopush); uncorked after.
-        let _ = rustix::net::sockopt::set_tcp_cork(stream, true);
-    }
-    let r = send_file_slice_inner(stream, f, policy, chunk, sent).await;
-    if policy.cork {
-        let _ = rustix::net::sockopt::set_tcp_cork(stream, false);
-    }
-    r
+/// Whether a body of `len` bytes goes out with sendfile on a plain socket (else pread and
+/// write, `h1::transport::send_file_pread`).
+pub fn uses_sendfile(len: u64, policy: &FileSendPolicy) -> bool {
+    len >= policy.sendfile_min_bytes
+        && (policy.sendfile_max_bytes == 0 || len < policy.sendfile_max_bytes)
 }
 
-async fn send_file_slice_inner(
+/// Full segments only while a body streams (nginx's tcp_nopush), if the policy says so.
+pub fn cork(stream: &TcpStream, policy: &FileSendPolicy, on: bool) {
+    if policy.cork {
+        let _ = rustix::net::sockopt::set_tcp_cork(stream, on);
+    }
+}
+
+/// Sends a file region with sendfile(2); `sent` counts what went out, also when this
+/// fails part way.
+pub async fn sendfile_slice(
     stream: &TcpStream,
     f: &FileSlice,
     policy: FileSendPolicy,
-    chunk: &mut Vec<u8>,
-    sent: &mut Sent,
+    sent: &mut u64,
 ) -> io::Result<()> {
-    let sendfile_min_bytes = policy.sendfile_min_bytes;
-    let chunk_size = policy.read_chunk_bytes;
     let end = f.offset + f.len;
     let mut off = f.offset;
-    let below_max = policy.sendfile_max_bytes == 0 || f.len < policy.sendfile_max_bytes;
-    if f.len >= sendfile_min_bytes && below_max {
-        while off < end {
-            // The kernel caps one call at ~2 GiB; smaller calls keep the loop fair to
-            // other connections on this worker.
-            let count = (end - off).min(policy.sendfile_chunk_bytes as u64) as usize;
-            // A short sendfile can mean a full socket or the end of a file truncated
-            // under us, so it is retried: the next call answers EAGAIN or 0 (truncated).
-            let r = stream.try_io(Interest::WRITABLE, || {
-                rustix::fs::sendfile(stream, &*f.file, Some(&mut off), count)
-                    .map_err(io::Error::from)
-            });
-            match r {
-                Ok(0) => return Err(truncated()),
-                Ok(n) => sent.via_sendfile += n as u64,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    writable(stream, policy.send_timeout).await?
-                }
-                Err(e) => return Err(e),
-            }
-        }
-        return Ok(());
-    }
-    // The buffer lives for this transfer only, so idle connections hold no big buffers.
-    let want_buf = chunk_size.min(f.len as usize).max(1);
-    if chunk.len() < want_buf {
-        chunk.resize(want_buf, 0);
-    }
     while off < end {
-        let want = ((end - off) as usize).min(chunk.len());
-        let n = f.file.read_at(&mut chunk[..want], off)?;
-        if n == 0 {
-            return Err(truncated());
-        }
-        let mut written = 0;
-        while written < n {
-            let r = stream.try_io(Interest::WRITABLE, || {
-                rustix::io::write(stream, &chunk[written..n]).map_err(io::Error::from)
-            });
-            match r {
-                Ok(w) => written += w,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    writable(stream, policy.send_timeout).await?
-                }
-                Err(e) => return Err(e),
+        // The kernel caps one call at ~2 GiB; smaller calls keep the loop fair to other
+        // connections on this worker.
+        let count = (end - off).min(policy.sendfile_chunk_bytes as u64) as usize;
+        // A short sendfile can mean a full socket or the end of a file truncated under
+        // us, so it is retried: the next call answers EAGAIN or 0 (truncated).
+        let r = stream.try_io(Interest::WRITABLE, || {
+            rustix::fs::sendfile(stream, &*f.file, Some(&mut off), count).map_err(io::Error::from)
+        });
+        match r {
+            Ok(0) => return Err(truncated()),
+            Ok(n) => *sent += n as u64,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                writable(stream, policy.send_timeout).await?
             }
+            Err(e) => return Err(e),
         }
-        off += n as u64;
-        sent.via_pread += n as u64;
-    }
-    if chunk.len() > 64 * 1024 {
-        *chunk = Vec::new();
     }
     Ok(())
 }

@@ -361,8 +361,11 @@ fn plain_target(value: &[u8]) -> bool {
             | b'&' | b'\'' | b'(' | b')' | b'*' | b'+' | b',' | b';' | b'=' | b':' | b'@'
             | b'%' | b'/' | b'?')
     };
-    value.first() == Some(&b'/') && value.iter().all(|&b| plain(b))
+    value.first() == Some(&b'/') && value.len() <= MAX_TARGET && value.iter().all(|&b| plain(b))
 }
+
+/// `http`'s longest `PathAndQuery`.
+const MAX_TARGET: usize = u16::MAX as usize - 1;
 
 /// A `name[:port]` authority of letters, digits, `-`, `.` and `_`, with a port of one to
 /// five digits: `http`'s `Authority` reads it as it is.
@@ -372,6 +375,7 @@ fn plain_authority(value: &[u8]) -> bool {
         None => (value, None),
     };
     let name_ok = !name.is_empty()
+        && name.len() <= MAX_TARGET
         && name
             .iter()
             .all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'));

@@ -4,8 +4,8 @@
 
 use super::encode;
 use super::paced::send_paced;
-use super::transport::{send_file_sealed, Transport};
-use crate::conn::file_send::{send_file_slice, FileSendPolicy, Sent as FileSent};
+use super::transport::{send_file_pread, Transport};
+use crate::conn::file_send::{cork, sendfile_slice, uses_sendfile, FileSendPolicy};
 use crate::http::reply::{Body, FileSlice, Part, Reply};
 use crate::shaping::Throttle;
 use crate::tls::ktls::RecordBudget;
@@ -313,18 +313,22 @@ impl Output {
                     if !take_records(records, || file_records(f.len, policy)) {
                         break 'write Err(RecordBudget::exhausted());
                     }
-                    let mut sent = FileSent::default();
+                    let (mut by_sendfile, mut by_pread) = (0, 0);
+                    let plain = !stream.is_rustls();
+                    if plain {
+                        cork(stream.tcp(), &policy, true);
+                    }
                     let r = match stream {
-                        Transport::Plain(s) => {
-                            send_file_slice(s, f, policy, read_chunk, &mut sent).await
+                        Transport::Plain(s) if uses_sendfile(f.len, &policy) => {
+                            sendfile_slice(s, f, policy, &mut by_sendfile).await
                         }
-                        Transport::Rustls(_) => {
-                            send_file_sealed(stream, f, policy, read_chunk, &mut sent.via_pread)
-                                .await
-                        }
+                        _ => send_file_pread(stream, f, policy, read_chunk, &mut by_pread).await,
                     };
-                    *via_sendfile += sent.via_sendfile;
-                    *written += sent.via_sendfile + sent.via_pread;
+                    if plain {
+                        cork(stream.tcp(), &policy, false);
+                    }
+                    *via_sendfile += by_sendfile;
+                    *written += by_sendfile + by_pread;
                     if let Err(e) = r {
                         break 'write Err(e);
                     }

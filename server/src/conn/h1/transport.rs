@@ -285,9 +285,12 @@ impl Read for ShortRead<'_> {
     }
 }
 
-/// Sends a file region over rustls: pread chunks, sealed into records (no sendfile in
-/// userspace TLS). `sent` counts the bytes taken, also when this fails part way.
-pub(super) async fn send_file_sealed(
+/// Sends a file region by pread(2) and write: on rustls (sealed into records, no
+/// sendfile in userspace TLS), and on a plain socket below `sendfile_min_bytes`. Chunks
+/// are read into the spare capacity of `chunk` (never zeroed) and start mid-page, away
+/// from where rustls's records start (`fs::chunk`). `sent` counts the bytes taken, also
+/// when this fails part way.
+pub(super) async fn send_file_pread(
     stream: &mut Transport,
     f: &crate::http::reply::FileSlice,
     policy: FileSendPolicy,
@@ -295,27 +298,28 @@ pub(super) async fn send_file_sealed(
     sent: &mut u64,
 ) -> io::Result<()> {
     use crate::fs::chunk::{pad_to_mid_page, PAGE};
-    use std::os::unix::fs::FileExt;
     // The buffer lives for this transfer only, so idle connections hold no big buffers.
-    // Its bytes start mid-page, away from where rustls's records start (`fs::chunk`).
     let want_buf = policy.read_chunk_bytes.min(f.len as usize).max(1);
-    if chunk.len() < want_buf + PAGE {
-        chunk.resize(want_buf + PAGE, 0);
-    }
+    chunk.clear();
+    chunk.reserve(want_buf + PAGE);
     let pad = pad_to_mid_page(chunk.as_ptr() as usize);
-    let chunk_len = chunk.len();
-    let buf = &mut chunk[pad..pad + want_buf.min(chunk_len - pad)];
     let end = f.offset + f.len;
     let mut off = f.offset;
     while off < end {
-        let want = ((end - off) as usize).min(buf.len());
-        let n = f.file.read_at(&mut buf[..want], off)?;
+        let want = ((end - off) as usize).min(want_buf);
+        let space = &mut chunk.spare_capacity_mut()[pad..pad + want];
+        let filled = match rustix::io::pread(&*f.file, space, off) {
+            Ok((filled, _)) => filled,
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
+        };
+        let n = filled.len();
         if n == 0 {
             return Err(truncated());
         }
         let mut taken = 0;
         while taken < n {
-            match stream.try_writev(&[IoSlice::new(&buf[taken..n])], false) {
+            match stream.try_writev(&[IoSlice::new(&filled[taken..])], false) {
                 Ok(w) => {
                     taken += w;
                     *sent += w as u64;
@@ -328,7 +332,7 @@ pub(super) async fn send_file_sealed(
         }
         off += n as u64;
     }
-    if chunk.len() > 64 * 1024 {
+    if chunk.capacity() > 64 * 1024 {
         *chunk = Vec::new();
     }
     Ok(())
