@@ -85,17 +85,7 @@ fn start_https(extra: &[&str]) -> (Server, tempfile::TempDir, tempfile::TempDir)
     let site = sample_site();
     let certs = tempfile::tempdir().unwrap();
     let (cert, key) = write_certificate(certs.path());
-    let mut args = vec![
-        "--tls-listen",
-        "127.0.0.1:0",
-        "--tls-cert",
-        &cert,
-        "--tls-key",
-        &key,
-    ];
-    args.extend_from_slice(extra);
-    let server = Server::start(site.path(), &args);
-    assert!(server.tls_addr.is_some(), "the HTTPS listener's address");
+    let server = common::tls::serve_https(site.path(), Path::new(&cert), Path::new(&key), extra);
     (server, site, certs)
 }
 

@@ -6,7 +6,7 @@
 mod common;
 
 use common::backends::{echo_server, write_config};
-use common::tls::{write_leaf, Conn, Leaf, Pki};
+use common::tls::{serve_https, write_leaf, Conn, Leaf, Pki};
 use common::{parse_response, Server};
 use std::io::Read;
 use std::net::{SocketAddr, TcpStream};
@@ -33,17 +33,7 @@ fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
 /// `skiff serve` of `dir/www` over HTTPS with one certificate for localhost.
 fn serve_localhost(pki: &Pki, dir: &Path) -> Server {
     let (cert, key) = write_leaf(&dir.join("tls"), &pki.leaf(&["localhost"]));
-    Server::start(
-        &dir.join("www"),
-        &[
-            "--tls-listen",
-            "127.0.0.1:0",
-            "--tls-cert",
-            cert.to_str().unwrap(),
-            "--tls-key",
-            key.to_str().unwrap(),
-        ],
-    )
+    serve_https(&dir.join("www"), &cert, &key, &[])
 }
 
 /// One certificate for localhost: curl picks h2 or HTTP/1.1 by ALPN.

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::tls::{write_leaf, Conn, Pki};
+use common::tls::{serve_https, write_leaf, Conn, Pki};
 use common::{big_bin_bytes, get_header, parse_response, sample_site, Server};
 use std::io::{Read, Write};
 
@@ -13,16 +13,7 @@ use std::io::{Read, Write};
 fn serve(pki: &Pki, site: &std::path::Path, extra: &[&str]) -> (Server, tempfile::TempDir) {
     let certs = tempfile::tempdir().unwrap();
     let (cert, key) = write_leaf(certs.path(), &pki.leaf(&["localhost"]));
-    let mut args = vec![
-        "--tls-listen",
-        "127.0.0.1:0",
-        "--tls-cert",
-        cert.to_str().unwrap(),
-        "--tls-key",
-        key.to_str().unwrap(),
-    ];
-    args.extend_from_slice(extra);
-    (Server::start(site, &args), certs)
+    (serve_https(site, &cert, &key, extra), certs)
 }
 
 /// One response: status, headers, body.

@@ -79,6 +79,22 @@ pub fn write_leaf(dir: &Path, leaf: &Leaf) -> (PathBuf, PathBuf) {
 }
 
 /// A kept-alive HTTPS connection from a rustls client.
+/// `skiff serve SITE` with an HTTPS listener too, serving the pair at `cert` and `key`.
+pub fn serve_https(site: &Path, cert: &Path, key: &Path, extra: &[&str]) -> super::Server {
+    let mut args = vec![
+        "--tls-listen",
+        "127.0.0.1:0",
+        "--tls-cert",
+        cert.to_str().unwrap(),
+        "--tls-key",
+        key.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let server = super::Server::start(site, &args);
+    assert!(server.tls_addr.is_some(), "the HTTPS listener's address");
+    server
+}
+
 pub struct Conn {
     pub tls: rustls::StreamOwned<rustls::ClientConnection, TcpStream>,
 }
