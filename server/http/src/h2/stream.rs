@@ -1,6 +1,7 @@
 //! Per-stream state (RFC 9113 §5.1) and the open-stream table: a small Vec, since
 //! MAX_CONCURRENT_STREAMS keeps it short and an idle connection then holds nothing.
 
+use super::conn::Batch;
 use super::frame::MAX_WINDOW;
 use super::priority::Priority;
 use super::StreamId;
@@ -61,7 +62,7 @@ impl Stream {
 
     /// Takes up to `n` bytes off the front of the queue, as one or more chunks appended
     /// to `out`.
-    pub fn take(&mut self, mut n: usize, out: &mut Vec<u8>) {
+    pub fn take(&mut self, mut n: usize, out: &mut Batch) {
         self.queued -= n;
         while n > 0 {
             let Some(front) = self.queue.front_mut() else {
@@ -69,10 +70,11 @@ impl Stream {
             };
             if front.len() <= n {
                 n -= front.len();
-                out.extend_from_slice(front);
-                self.queue.pop_front();
+                if let Some(piece) = self.queue.pop_front() {
+                    out.push_payload(piece);
+                }
             } else {
-                out.extend_from_slice(&front.split_to(n));
+                out.push_payload(front.split_to(n));
                 n = 0;
             }
         }
@@ -149,12 +151,12 @@ mod tests {
         s.queue.push_back(Bytes::from_static(b"abc"));
         s.queue.push_back(Bytes::from_static(b"defg"));
         s.queued = 7;
-        let mut out = Vec::new();
+        let mut out = Batch::default();
         s.take(5, &mut out);
-        assert_eq!(out, b"abcde");
+        assert_eq!(out.to_vec(), b"abcde");
         assert_eq!((s.queued, s.queue.len()), (2, 1));
         s.take(2, &mut out);
-        assert_eq!(out, b"abcdefg");
+        assert_eq!(out.to_vec(), b"abcdefg");
         assert!(s.queue.is_empty() && !s.has_output());
     }
 
