@@ -464,3 +464,32 @@ fn bandwidth_limits_shape_transfers() {
         "the shared limit took {t:?}"
     );
 }
+
+/// A configured Content-Length never reaches an HTTP/2 response beside the body's own:
+/// the body's length replaces it, as hyper's path does (two would be malformed, RFC 9113
+/// §8.1.1, and clients reset the stream).
+#[test]
+fn a_configured_content_length_gives_way_to_the_bodys_over_http2() {
+    let setup = Setup::new(
+        r#"virtual_servers:
+  - name: www
+    default: true
+    root: www
+    rules:
+      - match: { prefix: / }
+        action: { static: {} }
+        headers: { set: { Content-Length: "0", X-Set: "yes" } }
+"#,
+    );
+    let srv = Server::run_config(&setup.config_path());
+    let (status, headers, body) = curl_i(&["--http2-prior-knowledge", &srv.url("/index.html")]);
+    assert_eq!(status, 200, "{headers:?}");
+    assert_eq!(body, b"www home");
+    let lengths: Vec<&str> = headers
+        .iter()
+        .filter(|(n, _)| n == "content-length")
+        .map(|(_, v)| v.as_str())
+        .collect();
+    assert_eq!(lengths, ["8"], "{headers:?}");
+    assert_eq!(get_header(&headers, "x-set"), Some("yes"));
+}

@@ -9,9 +9,13 @@ use http::{HeaderMap, HeaderName, HeaderValue, Method, Uri, Version};
 /// A range of `Head::buf`.
 type Span = (u32, u32);
 
+/// Fields one block may carry, whatever the header list size allows: a `HeaderMap`
+/// holds at most 24,576 (more panics), and no real request comes near.
+const MAX_FIELDS: usize = 4096;
+
 /// A request head as decoded: pseudo-headers are spans of one string, fields spans of
-/// one buffer, every one checked as `http`'s types would check it, so `into_parts`
-/// cannot refuse it.
+/// one buffer, every one checked at least as strictly as `http`'s types check it (names
+/// are RFC 9110 tokens, where `http` also takes `"`), so `into_parts` cannot refuse it.
 #[derive(Debug, Clone, Default)]
 pub struct Head {
     pub method: Method,
@@ -206,6 +210,9 @@ impl Fields {
             return self.pseudo(pseudo, value);
         }
         self.regular_seen = true;
+        if self.head.fields.len() >= MAX_FIELDS {
+            return Err("too many header fields");
+        }
         // Uppercase is malformed in HTTP/2 (§8.2).
         if name.is_empty() || !name.iter().all(|&b| is_lowercase_token(b)) {
             return Err("invalid or uppercase field name");
@@ -562,6 +569,22 @@ mod tests {
         }
         f.field(b"x", b"a\x7fb");
         assert_eq!(f.into_request().unwrap_err(), "invalid field value");
+    }
+
+    /// However large the header list allowed, a block carries at most `MAX_FIELDS`
+    /// fields (a `HeaderMap` past 24,576 panics).
+    #[test]
+    fn too_many_fields_are_refused() {
+        let mut f = Fields::request();
+        for (n, v) in GET {
+            f.field(n.as_bytes(), v.as_bytes());
+        }
+        for _ in 0..MAX_FIELDS {
+            f.field(b"a", b"");
+        }
+        assert!(f.error.is_none());
+        f.field(b"a", b"");
+        assert_eq!(f.into_request().unwrap_err(), "too many header fields");
     }
 
     #[test]

@@ -28,8 +28,9 @@ pub(super) enum Queued {
     Sending(RecordedBody),
 }
 
-/// Queues `reply` as the answer to `stream`'s request (`parts`), which arrived at
-/// `started`.
+/// Queues `reply` as the answer to `stream`'s request (`head`), which arrived at
+/// `started`. A body may be queued whole only within `room`, what the connection may
+/// still queue (`streams::MAX_QUEUED`).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn send(
     conn: &mut Connection,
@@ -40,6 +41,7 @@ pub(super) fn send(
     started: Instant,
     ctx: &Ctx,
     mut busy: Busy,
+    room: usize,
 ) -> Queued {
     let has_body = reply.has_body_semantics();
     let sends_body = has_body && head.method != Method::HEAD && !reply.body.is_empty();
@@ -57,10 +59,13 @@ pub(super) fn send(
         record(&head, ctx, outcome, started, 0);
         return Queued::Finished;
     }
-    // A cached body up to a stream's send buffer is a shared slice of the cache: queued
-    // whole, it costs no memory and no body to poll.
+    // A body in memory up to a stream's send buffer is queued whole, with no body to
+    // poll (a cached one is a shared slice of the cache); past the connection's bound it
+    // waits its turn as a `RecordedBody` (a listing is memory of its own).
     let whole = match (&reply.body, &reply.throttle) {
-        (Body::Bytes(b) | Body::Mirrored(b, _), None) if b.len() <= H2_STREAM_SEND_BUFFER => {
+        (Body::Bytes(b) | Body::Mirrored(b, _), None)
+            if b.len() <= H2_STREAM_SEND_BUFFER.min(room) =>
+        {
             Some(b.clone())
         }
         _ => None,
@@ -118,7 +123,11 @@ fn write_fields(block: &mut ResponseBlock<'_>, reply: &Reply, has_body: bool) {
         }
     }
     for (name, value) in &reply.headers {
-        block.field(name, value.as_bytes());
+        // The length is the body's, whatever a configured field says (as hyper's path
+        // replaces it): two would make the response malformed (RFC 9113 §8.1.1).
+        if !(has_body && name == CONTENT_LENGTH) {
+            block.field(name, value.as_bytes());
+        }
     }
     if has_body && !length_sent {
         let mut digits = Vec::with_capacity(20);

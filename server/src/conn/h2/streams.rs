@@ -111,7 +111,9 @@ impl Streams {
         let routing = route_now(&head, &ctx.origin, &ctx.shared);
         let routing = match routing.routed {
             Routed::Reply { reply, vhost } => {
-                match reply::send(conn, stream, head, reply, vhost, routing.started, ctx, busy) {
+                let room = MAX_QUEUED.saturating_sub(conn.queued_data());
+                let started = routing.started;
+                match reply::send(conn, stream, head, reply, vhost, started, ctx, busy, room) {
                     Queued::Finished => {}
                     Queued::Draining(busy) => {
                         let n = conn.buffered(stream).unwrap_or(0);
