@@ -24,7 +24,6 @@
 //! }
 //! ```
 
-mod batch;
 mod control;
 mod frames;
 mod send;
@@ -37,7 +36,6 @@ use super::frame::{
 use super::hpack::{Decoder, Encoder, Unindexed};
 use super::stream::{Stream, Streams};
 use super::{Error, Reason, StreamId};
-pub use batch::Batch;
 use bytes::Bytes;
 use http::{HeaderMap, StatusCode};
 use std::collections::VecDeque;

@@ -1,7 +1,6 @@
 //! Per-stream state (RFC 9113 §5.1) and the open-stream table: a small Vec, since
 //! MAX_CONCURRENT_STREAMS keeps it short and an idle connection then holds nothing.
 
-use super::conn::Batch;
 use super::frame::MAX_WINDOW;
 use super::priority::Priority;
 use super::StreamId;
@@ -62,7 +61,7 @@ impl Stream {
 
     /// Takes up to `n` bytes off the front of the queue, as one or more chunks appended
     /// to `out`.
-    pub fn take(&mut self, mut n: usize, out: &mut Batch) {
+    pub fn take(&mut self, mut n: usize, out: &mut Vec<u8>) {
         self.queued -= n;
         while n > 0 {
             let Some(front) = self.queue.front_mut() else {
@@ -70,11 +69,10 @@ impl Stream {
             };
             if front.len() <= n {
                 n -= front.len();
-                if let Some(piece) = self.queue.pop_front() {
-                    out.push_payload(piece);
-                }
+                out.extend_from_slice(front);
+                self.queue.pop_front();
             } else {
-                out.push_payload(front.split_to(n));
+                out.extend_from_slice(&front.split_to(n));
                 n = 0;
             }
         }
@@ -151,12 +149,12 @@ mod tests {
         s.queue.push_back(Bytes::from_static(b"abc"));
         s.queue.push_back(Bytes::from_static(b"defg"));
         s.queued = 7;
-        let mut out = Batch::default();
+        let mut out = Vec::new();
         s.take(5, &mut out);
-        assert_eq!(out.to_vec(), b"abcde");
+        assert_eq!(out, b"abcde");
         assert_eq!((s.queued, s.queue.len()), (2, 1));
         s.take(2, &mut out);
-        assert_eq!(out.to_vec(), b"abcdefg");
+        assert_eq!(out, b"abcdefg");
         assert!(s.queue.is_empty() && !s.has_output());
     }
 

@@ -10,11 +10,11 @@ use super::origin::Origin;
 use crate::shutdown::stopping;
 use crate::state::Shared;
 use ctx::Ctx;
-use skiff_http::h2::conn::{Batch, Config, Connection};
+use skiff_http::h2::conn::{Config, Connection};
 use skiff_http::h2::Reason;
 use std::cell::RefCell;
 use std::future::{poll_fn, Future};
-use std::io::{self, IoSlice};
+use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
@@ -25,10 +25,8 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 /// Bytes read per read call; a frame cut by the end of a read waits in the connection's
 /// own (rare) partial buffer.
 const READ_BUF: usize = 32 * 1024;
-/// Bytes of frames `poll_transmit_batch` gathers for one write.
+/// Bytes of frames `poll_transmit` gathers for one write.
 const WRITE_BATCH: usize = 64 * 1024;
-/// Slices per vectored write: a batch's frame bytes and the DATA payloads it references.
-const MAX_IOVECS: usize = 64;
 /// Rounds of read, respond, write in one poll before the task yields to its neighbours.
 const ROUNDS: usize = 16;
 /// How long a closing connection waits for the peer to close after our GOAWAY, so the
@@ -91,7 +89,7 @@ where
         io,
         conn: Connection::new(config(&shared)),
         streams: Streams::default(),
-        out: Batch::default(),
+        out: Vec::new(),
         written: 0,
         flush: false,
         partial: Vec::new(),
@@ -152,20 +150,19 @@ thread_local! {
     static BATCHES: std::cell::RefCell<Vec<Vec<u8>>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// A batch with `WRITE_BATCH` bytes' capacity (its pages are touched only as used).
-fn batch_buffer() -> Batch {
-    let bytes = BATCHES
+/// A batch buffer of `WRITE_BATCH` bytes' capacity (its pages are touched only as used).
+fn batch_buffer() -> Vec<u8> {
+    BATCHES
         .with(|b| b.borrow_mut().pop())
-        .unwrap_or_else(|| Vec::with_capacity(WRITE_BATCH));
-    Batch::from_bytes(bytes)
+        .unwrap_or_else(|| Vec::with_capacity(WRITE_BATCH))
 }
 
 /// Gives a written batch buffer back: the connection keeps none while it waits (a
 /// stream waiting on its window would keep 64 KiB for nothing). One of the batch size
 /// goes to the worker's batch buffers; one that grew past it (a batch of many queued
 /// frames) goes back to the allocator, so the worker never keeps more than its usual size.
-fn trim(out: &mut Batch) {
-    let given = out.take_bytes();
+fn trim(out: &mut Vec<u8>) {
+    let given = std::mem::take(out);
     if (WRITE_BATCH..=2 * WRITE_BATCH).contains(&given.capacity()) {
         BATCHES.with(|b| {
             let mut b = b.borrow_mut();
@@ -196,7 +193,7 @@ struct Driver<I> {
     conn: Connection,
     streams: Streams,
     /// The batch being written, and how much of it went.
-    out: Batch,
+    out: Vec<u8>,
     written: usize,
     /// Bytes were written since the last flush (TLS buffers records).
     flush: bool,
@@ -375,14 +372,12 @@ impl<I: AsyncRead + AsyncWrite + Unpin> Driver<I> {
                 if self.out.capacity() < WRITE_BATCH {
                     self.out = batch_buffer();
                 }
-                self.conn.poll_transmit_batch(&mut self.out, WRITE_BATCH);
+                self.conn.poll_transmit(&mut self.out, WRITE_BATCH);
                 if self.out.is_empty() {
                     break;
                 }
             }
-            let mut iov = [IoSlice::new(&[]); MAX_IOVECS];
-            let n = self.out.io_slices(self.written, &mut iov);
-            match Pin::new(&mut self.io).poll_write_vectored(cx, &iov[..n]) {
+            match Pin::new(&mut self.io).poll_write(cx, &self.out[self.written..]) {
                 Poll::Ready(Ok(0)) => return Err(io::ErrorKind::WriteZero.into()),
                 Poll::Ready(Ok(n)) => {
                     self.written += n;
@@ -413,26 +408,24 @@ mod tests {
     /// 6.7 KB per idle h2c connection in all, measured, where hyper's took 26 KB).
     #[test]
     fn a_written_batch_buffer_goes_to_the_worker_and_is_reused() {
-        let mut bytes = batch_buffer().take_bytes();
-        bytes.extend_from_slice(&[1; 100]);
-        let ptr = bytes.as_ptr();
-        let mut out = Batch::from_bytes(bytes);
+        let mut out = batch_buffer();
+        out.extend_from_slice(&[1; 100]);
+        let ptr = out.as_ptr();
         trim(&mut out);
         assert_eq!(out.capacity(), 0, "the connection keeps none");
-        let mut again = batch_buffer();
-        assert!(again.is_empty() && again.capacity() >= WRITE_BATCH);
-        let again = again.take_bytes();
+        let again = batch_buffer();
         assert_eq!(
             again.as_ptr(),
             ptr,
             "the worker's kept buffer is taken again"
         );
+        assert!(again.is_empty() && again.capacity() >= WRITE_BATCH);
         // A buffer grown far past the batch size is not kept.
         let kept = || BATCHES.with(|b| b.borrow().len());
         let before = kept();
         let mut big = Vec::with_capacity(4 * WRITE_BATCH);
         big.push(0u8);
-        trim(&mut Batch::from_bytes(big));
+        trim(&mut big);
         assert_eq!(kept(), before);
     }
 

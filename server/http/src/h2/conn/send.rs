@@ -1,7 +1,7 @@
 //! What leaves: response HEADERS encoded in order, DATA cut from the stream queues as
 //! the windows allow, into the driver's one buffer per batch.
 
-use super::{Batch, Connection, ResponseBlock, State};
+use super::{Connection, ResponseBlock, State};
 use crate::h2::frame::{self, Head, HEADER_LEN};
 use crate::h2::{Reason, StreamId};
 use http::StatusCode;
@@ -15,18 +15,6 @@ impl Connection {
     /// non-incremental responses (the default) one after the other in stream order, so
     /// each completes as early as it can, then incremental ones frame by frame in turn.
     pub fn poll_transmit(&mut self, out: &mut Vec<u8>, max: usize) {
-        let mut batch = Batch::from_bytes(std::mem::take(out));
-        self.poll_transmit_batch(&mut batch, max);
-        *out = if batch.len() == batch.bytes_mut().len() {
-            batch.take_bytes()
-        } else {
-            batch.to_vec()
-        };
-    }
-
-    /// `poll_transmit` into a `Batch`, whose large DATA payloads are referenced rather
-    /// than copied: write it with one vectored write (`Batch::io_slices`).
-    pub fn poll_transmit_batch(&mut self, out: &mut Batch, max: usize) {
         self.take_pending(out);
         if matches!(self.state, State::Failed(_)) {
             return;
@@ -82,7 +70,7 @@ impl Connection {
     fn data_frame(
         &mut self,
         k: usize,
-        out: &mut Batch,
+        out: &mut Vec<u8>,
         max: usize,
         finished: &mut Vec<StreamId>,
     ) -> Step {
@@ -107,7 +95,7 @@ impl Connection {
         if len == 0 && !last {
             return Step::Blocked;
         }
-        frame::encode_data_head(out.bytes_mut(), s.id, len, last);
+        frame::encode_data_head(out, s.id, len, last);
         s.take(len, out);
         s.send_window -= len as i64;
         if last {
@@ -214,11 +202,10 @@ impl Connection {
         self.streams.shrink_if_empty();
     }
 
-    fn take_pending(&mut self, out: &mut Batch) {
+    fn take_pending(&mut self, out: &mut Vec<u8>) {
         if self.pending.is_empty() {
             return;
         }
-        let out = out.bytes_mut();
         if out.is_empty() && out.capacity() == 0 {
             std::mem::swap(out, &mut self.pending);
         } else {
