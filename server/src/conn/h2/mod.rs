@@ -25,8 +25,10 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 /// Bytes read per read call; a frame cut by the end of a read waits in the connection's
 /// own (rare) partial buffer.
 const READ_BUF: usize = 32 * 1024;
-/// Bytes of frames `poll_transmit` gathers for one write.
-const WRITE_BATCH: usize = 64 * 1024;
+/// Bytes of frames `poll_transmit` gathers for one write. Each write costs the kernel a
+/// pacing-timer re-arm and a wake-up of the peer, which in a VM are exits to the
+/// hypervisor: 256 KiB halved 100k.jpg's CPU against 64 KiB (BENCHMARKS.md).
+const WRITE_BATCH: usize = 256 * 1024;
 /// Rounds of read, respond, write in one poll before the task yields to its neighbours.
 const ROUNDS: usize = 16;
 /// How long a closing connection waits for the peer to close after our GOAWAY, so the
