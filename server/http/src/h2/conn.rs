@@ -353,21 +353,11 @@ impl Connection {
         headers: &HeaderMap,
         end_stream: bool,
     ) -> Result<(), SendError> {
-        let s = self.open_stream(stream)?;
-        if s.headers_sent {
-            return Err(SendError::HeadersSent);
-        }
-        s.headers_sent = true;
-        s.end_queued = end_stream;
-        self.write_headers(stream, status, end_stream, |block| {
+        self.send_response_with(stream, status, end_stream, |block| {
             for (name, value) in headers {
                 block.field(name, value.as_bytes());
             }
-        });
-        if end_stream {
-            self.send_closed(stream);
-        }
-        Ok(())
+        })
     }
 
     /// `send_response` with the fields given one by one to `fields` (no `HeaderMap`).
