@@ -28,7 +28,7 @@ pub struct CacheSettings {
     /// How long an entry is trusted before it is re-checked with stat.
     pub revalidate: Duration,
     /// In-memory files at least this large also keep their descriptor open, so that
-    /// plaintext HTTP/1.1 can send them with sendfile (cheaper than writev above ~48 KiB).
+    /// plaintext HTTP/1.1 can send them with sendfile (cheaper than writev from ~16 KiB, BENCHMARKS.md).
     pub keep_descriptor_from: u64,
 }
 
@@ -38,7 +38,7 @@ impl Default for CacheSettings {
             max_file_size: 256 * 1024,
             max_bytes: 64 * 1024 * 1024,
             revalidate: Duration::from_secs(1),
-            keep_descriptor_from: 48 * 1024,
+            keep_descriptor_from: 16 * 1024,
         }
     }
 }

@@ -71,15 +71,16 @@ pub struct CheckArgs {
 pub struct TuningArgs {
     /// Bodies of at least this size go out with sendfile(2) on plaintext HTTP/1.1 (cached
     /// files keep a descriptor for it); smaller ones from memory or with pread(2)+write.
-    #[arg(long, default_value_t = 48 * 1024, env = "SKIFF_SENDFILE_MIN_BYTES")]
+    #[arg(long, default_value_t = 16 * 1024, env = "SKIFF_SENDFILE_MIN_BYTES")]
     pub sendfile_min_bytes: u64,
     /// Bodies at least this large use pread(2)+write instead of sendfile (0: never). Off by
     /// default: sendfile costs the least CPU at every size; pread only sends huge bodies
     /// faster over loopback, whose receiver copies sendfile's 4 KiB fragments slowly.
     #[arg(long, default_value_t = 0, env = "SKIFF_SENDFILE_MAX_BYTES")]
     pub sendfile_max_bytes: u64,
-    /// Largest single sendfile(2) call.
-    #[arg(long, default_value_t = 4 << 20, env = "SKIFF_SENDFILE_CHUNK_BYTES")]
+    /// Largest single sendfile(2) call; after each, the connection lets the worker's other
+    /// connections go.
+    #[arg(long, default_value_t = 512 * 1024, env = "SKIFF_SENDFILE_CHUNK_BYTES")]
     pub sendfile_chunk_bytes: usize,
     /// SO_SNDBUF for client sockets in bytes; 0 keeps the kernel's autotuning.
     #[arg(long, default_value_t = 0, env = "SKIFF_SEND_BUFFER_BYTES")]

@@ -68,8 +68,10 @@ pub async fn sendfile_slice(
     let end = f.offset + f.len;
     let mut off = f.offset;
     while off < end {
-        // The kernel caps one call at ~2 GiB; smaller calls keep the loop fair to other
-        // connections on this worker.
+        // One call per turn: the connection then lets the worker's other connections go
+        // (lighttpd's 256 KiB per turn), so this socket's last segments have left and its
+        // reader is busy by the time it sends again; back-to-back calls on one socket wait
+        // on the pacing timer and wake an idle reader for every segment (BENCHMARKS.md).
         let count = (end - off).min(policy.sendfile_chunk_bytes as u64) as usize;
         // A short sendfile can mean a full socket or the end of a file truncated under
         // us, so it is retried: the next call answers EAGAIN or 0 (truncated).
@@ -78,7 +80,13 @@ pub async fn sendfile_slice(
         });
         match r {
             Ok(0) => return Err(truncated()),
-            Ok(n) => *sent += n as u64,
+            Ok(n) => {
+                *sent += n as u64;
+                // `try_io` spends no coop budget, so the turn is given up by hand.
+                if off < end {
+                    tokio::task::yield_now().await;
+                }
+            }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 writable(stream, policy.send_timeout).await?
             }
