@@ -3,7 +3,7 @@
 
 use bytes::Bytes;
 use http::{HeaderName, HeaderValue, StatusCode};
-use skiff_http::h2::hpack::{varies_per_response, Unindexed};
+use skiff_http::h2::hpack::{varies_per_response, Precoded};
 use std::fs::File;
 use std::sync::Arc;
 
@@ -68,34 +68,34 @@ pub struct PrebuiltHead {
     /// `fields` as "Name: value\r\n" lines, followed by the Content-Length line.
     pub wire: Bytes,
     pub content_length: u64,
-    /// The fields HPACK never indexes (validators) and Content-Length, coded once: the
-    /// HTTP/2 driver sends them as they are and the rest of `fields` through its encoder.
-    pub h2_unindexed: Unindexed,
+    /// The validators and Content-Length, their HPACK strings coded once for the file
+    /// version; the HTTP/2 driver sends the rest of `fields` through its encoder alone.
+    pub h2_precoded: Precoded,
 }
 
 impl PrebuiltHead {
     pub fn new(fields: Vec<(HeaderName, HeaderValue)>, content_length: u64) -> PrebuiltHead {
         let mut wire = Vec::with_capacity(256);
-        let mut h2_unindexed = Unindexed::default();
+        let mut h2_precoded = Precoded::default();
         for (name, value) in &fields {
             wire.extend_from_slice(name.as_str().as_bytes());
             wire.extend_from_slice(b": ");
             wire.extend_from_slice(value.as_bytes());
             wire.extend_from_slice(b"\r\n");
             if varies_per_response(name) {
-                h2_unindexed.push(name, value.as_bytes());
+                h2_precoded.push(name, value.as_bytes());
             }
         }
         let length_at = wire.len() + b"Content-Length: ".len();
         wire.extend_from_slice(b"Content-Length: ");
         crate::http::text::push_decimal(&mut wire, content_length);
-        h2_unindexed.push(&http::header::CONTENT_LENGTH, &wire[length_at..]);
+        h2_precoded.push(&http::header::CONTENT_LENGTH, &wire[length_at..]);
         wire.extend_from_slice(b"\r\n");
         PrebuiltHead {
             fields,
             wire: Bytes::from(wire),
             content_length,
-            h2_unindexed,
+            h2_precoded,
         }
     }
 }

@@ -33,7 +33,7 @@ mod tests;
 use super::frame::{
     self, Head, DEFAULT_MAX_FRAME_SIZE, DEFAULT_WINDOW, HEADER_LEN, MAX_MAX_FRAME_SIZE,
 };
-use super::hpack::{Decoder, Encoder, Unindexed};
+use super::hpack::{Decoder, Encoder, Precoded};
 use super::stream::{Stream, Streams};
 use super::{Error, Reason, StreamId};
 use bytes::Bytes;
@@ -140,9 +140,9 @@ impl ResponseBlock<'_> {
         self.encoder.header(self.out, name, value);
     }
 
-    /// Fields encoded ahead of time, which need no table.
-    pub fn unindexed(&mut self, fields: &Unindexed) {
-        self.out.extend_from_slice(fields.as_bytes());
+    /// Fields whose strings were coded ahead of time (`Precoded`).
+    pub fn precoded(&mut self, fields: &Precoded) {
+        self.encoder.precoded(self.out, fields);
     }
 }
 

@@ -118,7 +118,7 @@ fn write_fields(block: &mut ResponseBlock<'_>, reply: &Reply, has_body: bool) {
             }
         }
         if coded {
-            block.unindexed(&shared.h2_unindexed);
+            block.precoded(&shared.h2_precoded);
             length_sent = true;
         }
     }

@@ -158,7 +158,7 @@ impl Encoder {
 }
 
 /// Fields whose value changes from one response to the next (validators, lengths,
-/// ranges): never indexed, so their encoding depends on no table (`Unindexed`).
+/// ranges): `header` does not index them (a cached file's go through `Precoded`).
 pub fn varies_per_response(name: &HeaderName) -> bool {
     use http::header::*;
     [
@@ -173,29 +173,74 @@ pub fn varies_per_response(name: &HeaderName) -> bool {
     .contains(name)
 }
 
-/// Fields encoded once as literals without indexing, names from the static table where
-/// it has them: that form reads the same whatever either table holds, so one encoding
-/// serves every connection (a cached file's validators and length, Huffman-coded once per
-/// file version rather than per response).
+/// Fields whose strings are HPACK-coded once ahead of time (a cached file's validators
+/// and length: Huffman-coded once per file version, not per response). The encoder sends
+/// each as an index when the connection's table holds it, else as that literal, entering
+/// the table: a file asked for again on a connection costs the peer a byte per field.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Unindexed(Vec<u8>);
+pub struct Precoded(Vec<PrecodedField>);
 
-impl Unindexed {
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct PrecodedField {
+    /// Name then value, as a table entry holds them.
+    entry: Box<[u8]>,
+    name_len: usize,
+    static_name: Option<usize>,
+    /// The name and the value as string literals (§5.2), the name's `coded_name` first.
+    coded: Box<[u8]>,
+    coded_name: usize,
+}
+
+impl Precoded {
     pub fn push(&mut self, name: &HeaderName, value: &[u8]) {
-        if is_connection_specific(name.as_str().as_bytes()) {
+        let name = name.as_str().as_bytes();
+        if is_connection_specific(name) {
             return;
         }
-        let name = name.as_str().as_bytes();
-        let index = static_name_index(name);
-        encode_int(&mut self.0, index.unwrap_or(0), 4, 0x00);
-        if index.is_none() {
-            encode_str(&mut self.0, name);
-        }
-        encode_str(&mut self.0, value);
+        let mut coded = Vec::with_capacity(name.len() + value.len() + 2);
+        encode_str(&mut coded, name);
+        let coded_name = coded.len();
+        encode_str(&mut coded, value);
+        self.0.push(PrecodedField {
+            entry: [name, value].concat().into_boxed_slice(),
+            name_len: name.len(),
+            static_name: static_name_index(name),
+            coded: coded.into_boxed_slice(),
+            coded_name,
+        });
     }
 
-    pub fn as_bytes(&self) -> &[u8] {
-        &self.0
+    /// The fields, in order, as (name, value).
+    pub fn fields(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        self.0.iter().map(|f| f.entry.split_at(f.name_len))
+    }
+}
+
+impl Encoder {
+    /// Fields coded ahead of time: indexed when the table has them, else their literal
+    /// with incremental indexing (without, past a quarter of the table, as `indexing`).
+    pub fn precoded(&mut self, out: &mut Vec<u8>, fields: &Precoded) {
+        for f in &fields.0 {
+            let (name, value) = f.entry.split_at(f.name_len);
+            let (exact, dyn_name) = self.table.find(name, value);
+            if let Some(i) = exact {
+                encode_int(out, 62 + i, 7, 0x80);
+                continue;
+            }
+            let incremental = f.entry.len() + ENTRY_OVERHEAD <= self.table.max_size() / 4;
+            let (prefix, flags) = if incremental { (6, 0x40) } else { (4, 0x00) };
+            let name_index = f.static_name.or(dyn_name.map(|i| 62 + i));
+            encode_int(out, name_index.unwrap_or(0), prefix, flags);
+            let strings = if name_index.is_some() {
+                &f.coded[f.coded_name..]
+            } else {
+                &f.coded[..]
+            };
+            out.extend_from_slice(strings);
+            if incremental {
+                self.table.insert_entry(f.entry.to_vec(), f.name_len);
+            }
+        }
     }
 }
 

@@ -17,7 +17,7 @@ pub mod table;
 
 pub use decoder::{Decoded, Decoder};
 pub(crate) use encoder::is_connection_specific;
-pub use encoder::{varies_per_response, Encoder, Indexing, Unindexed};
+pub use encoder::{varies_per_response, Encoder, Indexing, Precoded};
 pub use error::Error;
 pub use primitive::{decode_int, encode_int, encode_str};
 

@@ -437,11 +437,11 @@ fn a_large_huffman_block_leaves_no_large_scratch() {
     assert!(d.scratch_capacity() <= 8 << 10, "{}", d.scratch_capacity());
 }
 
-/// Fields encoded once ahead of time read back the same in any block, whatever either
-/// table holds by then: they neither use nor change the tables.
+/// Fields coded ahead of time read back the same in any block, whatever either table
+/// holds; once sent on a connection they go out as one-byte indices.
 #[test]
-fn unindexed_fields_read_the_same_in_any_block() {
-    let mut pre = Unindexed::default();
+fn precoded_fields_read_the_same_in_any_block_then_as_indices() {
+    let mut pre = Precoded::default();
     pre.push(&http::header::ETAG, b"\"5f-1a2b\"");
     pre.push(
         &http::header::LAST_MODIFIED,
@@ -453,11 +453,19 @@ fn unindexed_fields_read_the_same_in_any_block() {
     let mut e = Encoder::new(4096);
     let mut d = Decoder::new(4096);
     let h = response_headers();
-    for round in 0..3 {
+    let mut sizes = Vec::new();
+    for round in 0..4 {
+        if round == 2 {
+            // The peer shrinks its table to nothing and grows it back: every entry goes.
+            e.set_peer_table_size(0);
+            e.set_peer_table_size(4096);
+        }
         let mut block = Vec::new();
         e.begin_response(&mut block, StatusCode::OK);
         e.header(&mut block, &http::header::SERVER, b"skiff");
-        block.extend_from_slice(pre.as_bytes());
+        let at = block.len();
+        e.precoded(&mut block, &pre);
+        sizes.push(block.len() - at);
         for (name, value) in &h {
             e.header(&mut block, name, value.as_bytes());
         }
@@ -476,9 +484,33 @@ fn unindexed_fields_read_the_same_in_any_block() {
         );
         assert_eq!(fields.len(), 6 + 6, "connection dropped, round {round}");
     }
-    // Literal without indexing, static name index 34 (etag), Huffman value.
-    assert_eq!(pre.as_bytes()[0], 0x0f);
-    assert_eq!(pre.as_bytes()[1], 34 - 15);
+    // First sent as literals, then a byte each; after the table emptied, literals again.
+    assert_eq!(sizes[1], 4, "{sizes:?}");
+    assert!(
+        sizes[0] > 30 && sizes[2] == sizes[0] && sizes[3] == 4,
+        "{sizes:?}"
+    );
     assert!(varies_per_response(&http::header::ETAG));
     assert!(!varies_per_response(&http::header::CONTENT_TYPE));
+}
+
+/// A precoded field larger than a quarter of the table goes as a literal without
+/// indexing, as `header` would send it: it would only evict what repeats.
+#[test]
+fn a_large_precoded_field_is_not_indexed() {
+    let mut pre = Precoded::default();
+    let etag = format!("\"{}\"", "7".repeat(1200));
+    pre.push(&http::header::ETAG, etag.as_bytes());
+    let mut e = Encoder::new(4096);
+    let mut d = Decoder::new(4096);
+    for _ in 0..2 {
+        let mut block = Vec::new();
+        e.begin_response(&mut block, StatusCode::OK);
+        e.precoded(&mut block, &pre);
+        // Literal without indexing, static name 34 (etag): 0x0f then 34 - 15.
+        assert_eq!(block[1..3], [0x0f, 34 - 15]);
+        let fields = decode_all(&mut d, &block).unwrap();
+        assert_eq!(fields[1], ("etag".to_string(), etag.clone()));
+    }
+    assert_eq!(d.table_size(), 0);
 }
