@@ -27,8 +27,9 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 const READ_BUF: usize = 32 * 1024;
 /// Bytes of frames `poll_transmit` gathers for one write. Each write costs the kernel a
 /// pacing-timer re-arm and a wake-up of the peer, which in a VM are exits to the
-/// hypervisor: 256 KiB halved 100k.jpg's CPU against 64 KiB (BENCHMARKS.md).
-const WRITE_BATCH: usize = 256 * 1024;
+/// hypervisor: 768 KiB cut 100k.jpg's CPU by a third against 256 KiB, which had halved
+/// it against 64 KiB (BENCHMARKS.md).
+const WRITE_BATCH: usize = 768 * 1024;
 /// Rounds of read, respond, write in one poll before the task yields to its neighbours.
 const ROUNDS: usize = 16;
 /// How long a closing connection waits for the peer to close after our GOAWAY, so the
