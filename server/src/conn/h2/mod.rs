@@ -30,6 +30,13 @@ const READ_BUF: usize = 32 * 1024;
 /// hypervisor: 768 KiB cut 100k.jpg's CPU by a third against 256 KiB, which had halved
 /// it against 64 KiB (BENCHMARKS.md).
 const WRITE_BATCH: usize = 768 * 1024;
+/// The batch after a write that had to wait for the socket. Each batch written without a
+/// wait doubles the next, up to `WRITE_BATCH`: a slow reader gets batches about the size
+/// its socket takes, so its streams' queues (their stall clocks) move at its own pace.
+const FIRST_BATCH: usize = 64 * 1024;
+/// Nothing is read while this much output is backed up (as hyper's h2 waits for the
+/// socket before reading): what the peer asks for must leave first.
+const READ_BACKLOG: usize = 256 * 1024;
 /// Rounds of read, respond, write in one poll before the task yields to its neighbours.
 const ROUNDS: usize = 16;
 /// How long a closing connection waits for the peer to close after our GOAWAY, so the
@@ -95,6 +102,8 @@ where
         out: Vec::new(),
         written: 0,
         flush: false,
+        batch_max: FIRST_BATCH,
+        batch_waited: false,
         partial: Vec::new(),
         watcher: Some(watcher(&shared, &activity, true)),
         failed: false,
@@ -147,7 +156,7 @@ fn closing() -> Watcher {
 
 /// Batch buffers a worker keeps for its connections' writes: a connection takes one to
 /// gather a batch and gives it back once written, so no batch regrows from nothing.
-const BATCHES_KEPT: usize = 8;
+const BATCHES_KEPT: usize = 3;
 
 thread_local! {
     static BATCHES: std::cell::RefCell<Vec<Vec<u8>>> = const { std::cell::RefCell::new(Vec::new()) };
@@ -161,7 +170,7 @@ fn batch_buffer() -> Vec<u8> {
 }
 
 /// Gives a written batch buffer back: the connection keeps none while it waits (a
-/// stream waiting on its window would keep 64 KiB for nothing). One of the batch size
+/// stream waiting on its window would keep a batch for nothing). One of the batch size
 /// goes to the worker's batch buffers; one that grew past it (a batch of many queued
 /// frames) goes back to the allocator, so the worker never keeps more than its usual size.
 fn trim(out: &mut Vec<u8>) {
@@ -200,6 +209,10 @@ struct Driver<I> {
     written: usize,
     /// Bytes were written since the last flush (TLS buffers records).
     flush: bool,
+    /// The next batch's size (`FIRST_BATCH` doubling to `WRITE_BATCH`), and whether the
+    /// one being written had to wait for the socket.
+    batch_max: usize,
+    batch_waited: bool,
     /// A frame cut by the end of a read.
     partial: Vec<u8>,
     watcher: Option<Watcher>,
@@ -220,9 +233,7 @@ impl<I: AsyncRead + AsyncWrite + Unpin> Driver<I> {
                 return Poll::Ready(end);
             }
             let mut progress = false;
-            // Nothing is read while output is backed up (as hyper's h2 waits for the
-            // socket before reading): what the peer asks for must leave first.
-            if !self.failed && self.backlog() < WRITE_BATCH {
+            if !self.failed && self.backlog() < READ_BACKLOG {
                 match self.read(cx) {
                     Poll::Ready(Ok(0)) => return Poll::Ready(End::Drop),
                     Poll::Ready(Ok(_)) => progress = true,
@@ -367,6 +378,14 @@ impl<I: AsyncRead + AsyncWrite + Unpin> Driver<I> {
         let mut wrote = false;
         loop {
             if self.written == self.out.len() {
+                if !self.out.is_empty() {
+                    self.batch_max = if self.batch_waited {
+                        FIRST_BATCH
+                    } else {
+                        (2 * self.batch_max).min(WRITE_BATCH)
+                    };
+                    self.batch_waited = false;
+                }
                 self.out.clear();
                 self.written = 0;
                 if !self.conn.wants_write() {
@@ -375,7 +394,7 @@ impl<I: AsyncRead + AsyncWrite + Unpin> Driver<I> {
                 if self.out.capacity() < WRITE_BATCH {
                     self.out = batch_buffer();
                 }
-                self.conn.poll_transmit(&mut self.out, WRITE_BATCH);
+                self.conn.poll_transmit(&mut self.out, self.batch_max);
                 if self.out.is_empty() {
                     break;
                 }
@@ -388,7 +407,10 @@ impl<I: AsyncRead + AsyncWrite + Unpin> Driver<I> {
                     wrote = true;
                 }
                 Poll::Ready(Err(e)) => return Err(e),
-                Poll::Pending => return Ok(wrote),
+                Poll::Pending => {
+                    self.batch_waited = true;
+                    return Ok(wrote);
+                }
             }
         }
         if self.flush {

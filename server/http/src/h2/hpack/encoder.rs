@@ -42,6 +42,11 @@ impl Encoder {
         }
     }
 
+    /// The dynamic table's size as §4.1 counts it (the peer's decoder holds the same).
+    pub fn table_size(&self) -> usize {
+        self.table.size()
+    }
+
     /// Applies the peer's SETTINGS_HEADER_TABLE_SIZE.
     pub fn set_peer_table_size(&mut self, peer: u32) {
         let size = (peer as usize).min(self.cap);
@@ -208,11 +213,6 @@ impl Precoded {
             coded: coded.into_boxed_slice(),
             coded_name,
         });
-    }
-
-    /// The fields, in order, as (name, value).
-    pub fn fields(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
-        self.0.iter().map(|f| f.entry.split_at(f.name_len))
     }
 }
 
