@@ -236,9 +236,19 @@ fn h2_window_client(
     paths: &[&str],
     limit: Duration,
     pace: Duration,
+    tick: impl FnMut(&mut TcpStream),
+) -> Seen {
+    h2_window_client_on(TcpStream::connect(addr).unwrap(), paths, limit, pace, tick)
+}
+
+/// `h2_window_client` on a connected socket.
+fn h2_window_client_on(
+    mut s: TcpStream,
+    paths: &[&str],
+    limit: Duration,
+    pace: Duration,
     mut tick: impl FnMut(&mut TcpStream),
 ) -> Seen {
-    let mut s = TcpStream::connect(addr).unwrap();
     let mut out = Vec::new();
     out.extend_from_slice(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
     // SETTINGS: INITIAL_WINDOW_SIZE (0x4) = 0.
@@ -429,6 +439,65 @@ fn an_http2_client_that_opens_its_window_in_small_steps_gets_the_whole_file() {
     );
 }
 
+/// A connection to `addr` whose receive buffer is `bytes` from the start (set after
+/// connecting, the window already offered would stay).
+fn small_buffer_socket(addr: SocketAddr, bytes: usize) -> TcpStream {
+    use rustix::net::{sockopt, AddressFamily, SocketType};
+    let fd: OwnedFd = rustix::net::socket(AddressFamily::INET, SocketType::STREAM, None).unwrap();
+    sockopt::set_socket_recv_buffer_size(&fd, bytes).unwrap();
+    rustix::net::connect(&fd, &addr).unwrap();
+    TcpStream::from(fd)
+}
+
+#[test]
+fn an_http2_stream_waiting_its_turn_behind_others_is_not_cut_off() {
+    // Six downloads on one connection with every window open, read at about 800 KB/s
+    // through small socket buffers. Responses go one after the other (RFC 9218's default,
+    // non-incremental), so the last waits about 1.5 s for the five before it, past the
+    // 1 s send timeout: its queue does not move, yet the peer withholds nothing.
+    let site = tempfile::tempdir().unwrap();
+    std::fs::write(site.path().join("big.bin"), vec![7u8; 256 << 10]).unwrap();
+    let srv = Server::start(
+        site.path(),
+        &[
+            "--send-timeout",
+            "1s",
+            "--keepalive-timeout",
+            "60s",
+            "--send-buffer-bytes",
+            "16384",
+        ],
+    );
+    let paths = ["/big.bin"; 6];
+    let mut opened = false;
+    let open = |s: &mut TcpStream| {
+        if !opened {
+            for stream in [0u32, 1, 3, 5, 7, 9, 11] {
+                let mut f = vec![0, 0, 4, 0x8, 0];
+                f.extend_from_slice(&stream.to_be_bytes());
+                f.extend_from_slice(&(16u32 << 20).to_be_bytes());
+                let _ = s.write_all(&f);
+            }
+        }
+        opened = true;
+    };
+    let seen = h2_window_client_on(
+        small_buffer_socket(srv.addr, 16384),
+        &paths,
+        Duration::from_secs(30),
+        Duration::from_millis(20),
+        open,
+    );
+    assert!(
+        seen.ended && !seen.closed && seen.data == 6 * (256 << 10),
+        "a client reading steadily got {} of {} bytes (closed: {}, ended: {})",
+        seen.data,
+        6 * (256 << 10),
+        seen.closed,
+        seen.ended
+    );
+}
+
 #[test]
 fn an_idle_http2_connection_whose_goaway_is_not_read_is_dropped_after_a_linger() {
     // The response leaves the stream queues whole, so the connection turns idle while
@@ -447,11 +516,7 @@ fn an_idle_http2_connection_whose_goaway_is_not_read_is_dropped_after_a_linger()
             "4096",
         ],
     );
-    use rustix::net::{sockopt, AddressFamily, SocketType};
-    let fd: OwnedFd = rustix::net::socket(AddressFamily::INET, SocketType::STREAM, None).unwrap();
-    sockopt::set_socket_recv_buffer_size(&fd, 4096).unwrap();
-    rustix::net::connect(&fd, &srv.addr).unwrap();
-    let mut s = TcpStream::from(fd);
+    let mut s = small_buffer_socket(srv.addr, 4096);
     let mut out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
     out.extend_from_slice(&[0, 0, 0, 0x4, 0, 0, 0, 0, 0]);
     // HEADERS, END_STREAM | END_HEADERS: GET http /page.bin, :authority a.

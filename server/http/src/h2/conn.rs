@@ -413,6 +413,15 @@ impl Connection {
             .map(|s| s.queued)
     }
 
+    /// Whether `stream`'s own flow-control window lets data out: its queued data then
+    /// waits for its turn or for the connection's window, not for the peer to open its own.
+    pub fn stream_window_open(&self, stream: StreamId) -> bool {
+        self.streams
+            .iter()
+            .find(|s| s.id == stream)
+            .is_some_and(|s| s.send_window > 0)
+    }
+
     /// Response body bytes queued on all streams and not yet written: a driver bounds
     /// what the connection holds with it.
     pub fn queued_data(&self) -> usize {

@@ -42,6 +42,8 @@ pub(super) struct Streams {
     draining: Vec<(StreamId, Busy, usize)>,
     /// Request bodies still arriving or not yet given back to the windows.
     inbound: Vec<(StreamId, Arc<Inbound>)>,
+    /// `Connection::data_sent` when the bodies were last looked at.
+    data_sent: u64,
 }
 
 impl Streams {
@@ -190,10 +192,15 @@ impl Streams {
     /// `MAX_QUEUED` bytes queued (zero windows on every stream hold no more than that).
     /// Returns whether any frame was taken.
     pub fn poll_bodies(&mut self, conn: &mut Connection, cx: &mut Context<'_>) -> bool {
+        // A queue that waits with its own window open waits for its turn behind other
+        // streams (RFC 9218 order) or for the connection's window (the driver's clock):
+        // while the connection's data moves, that is not this stream's stall.
+        let moved = conn.data_sent() != self.data_sent;
+        self.data_sent = conn.data_sent();
         self.draining
             .retain_mut(|(id, busy, mark)| match conn.buffered(*id) {
                 Some(n) if n > 0 => {
-                    if progressed(n, mark) {
+                    if progressed(n, mark) || (moved && conn.stream_window_open(*id)) {
                         busy.progressed();
                     }
                     true
@@ -218,7 +225,7 @@ impl Streams {
                         break false;
                     }
                     Some(n) => {
-                        if progressed(n, mark) {
+                        if progressed(n, mark) || (moved && conn.stream_window_open(*id)) {
                             body.progressed();
                         }
                         break false;
