@@ -100,12 +100,7 @@ impl Encoder {
             return;
         }
         let name_index = static_name_index(name).or(dyn_name.map(|i| 62 + i));
-        let (prefix, flags) = match indexing {
-            Indexing::Incremental => (6, 0x40),
-            Indexing::Without => (4, 0x00),
-            Indexing::Never => (4, 0x10),
-        };
-        encode_int(out, name_index.unwrap_or(0), prefix, flags);
+        literal_head(out, name_index, indexing);
         if name_index.is_none() {
             encode_str(out, name);
         }
@@ -153,12 +148,16 @@ impl Encoder {
         }
         // Date changes once a second: indexed, every other response in that second on the
         // connection sends it as one byte.
-        if varies_per_response(name)
-            || name.as_str().len() + value.len() + ENTRY_OVERHEAD > self.table.max_size() / 4
-        {
+        if varies_per_response(name) || !self.worth_an_entry(name.as_str().len() + value.len()) {
             return Indexing::Without;
         }
         Indexing::Incremental
+    }
+
+    /// Whether a field of `len` name and value bytes may enter the table: not past a
+    /// quarter of it, where it would evict what repeats.
+    fn worth_an_entry(&self, len: usize) -> bool {
+        len + ENTRY_OVERHEAD <= self.table.max_size() / 4
     }
 }
 
@@ -227,10 +226,14 @@ impl Encoder {
                 encode_int(out, 62 + i, 7, 0x80);
                 continue;
             }
-            let incremental = f.entry.len() + ENTRY_OVERHEAD <= self.table.max_size() / 4;
-            let (prefix, flags) = if incremental { (6, 0x40) } else { (4, 0x00) };
+            let incremental = self.worth_an_entry(f.entry.len());
+            let indexing = if incremental {
+                Indexing::Incremental
+            } else {
+                Indexing::Without
+            };
             let name_index = f.static_name.or(dyn_name.map(|i| 62 + i));
-            encode_int(out, name_index.unwrap_or(0), prefix, flags);
+            literal_head(out, name_index, indexing);
             let strings = if name_index.is_some() {
                 &f.coded[f.coded_name..]
             } else {
@@ -242,6 +245,17 @@ impl Encoder {
             }
         }
     }
+}
+
+/// A literal field's first bytes (§6.2): its representation and its name's index (0: the
+/// name follows as a string).
+fn literal_head(out: &mut Vec<u8>, name_index: Option<usize>, indexing: Indexing) {
+    let (prefix, flags) = match indexing {
+        Indexing::Incremental => (6, 0x40),
+        Indexing::Without => (4, 0x00),
+        Indexing::Never => (4, 0x10),
+    };
+    encode_int(out, name_index.unwrap_or(0), prefix, flags);
 }
 
 /// RFC 9113 §8.2.2: fields HTTP/2 does not carry (names in lowercase).

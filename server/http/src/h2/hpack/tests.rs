@@ -390,16 +390,20 @@ fn encoder_follows_the_peers_table_size() {
     assert_eq!(out, [0x3f, 0xe1, 0x01, 0x88]);
 }
 
-#[test]
-fn random_fields_round_trip_with_a_small_table() {
-    // A deterministic generator; fields of every kind through a 200-byte table.
-    let mut seed = 0x1234_5678u32;
-    let mut next = move || {
+/// A deterministic generator for the randomized tests.
+fn xorshift(mut seed: u32) -> impl FnMut() -> u32 {
+    move || {
         seed ^= seed << 13;
         seed ^= seed >> 17;
         seed ^= seed << 5;
         seed
-    };
+    }
+}
+
+#[test]
+fn random_fields_round_trip_with_a_small_table() {
+    // Fields of every kind through a 200-byte table.
+    let mut next = xorshift(0x1234_5678u32);
     let mut e = Encoder::new(200);
     e.set_peer_table_size(200);
     let mut d = Decoder::new(200);
@@ -428,13 +432,7 @@ fn random_fields_round_trip_with_a_small_table() {
 /// and both tables hold the same bytes after each.
 #[test]
 fn precoded_fields_keep_both_tables_in_step() {
-    let mut seed = 0x9e37_79b9u32;
-    let mut next = move || {
-        seed ^= seed << 13;
-        seed ^= seed >> 17;
-        seed ^= seed << 5;
-        seed
-    };
+    let mut next = xorshift(0x9e37_79b9u32);
     let names = [
         http::header::ETAG,
         http::header::LAST_MODIFIED,
