@@ -445,7 +445,7 @@ fn precoded_fields_keep_both_tables_in_step() {
     for round in 0..400 {
         let mut block = Vec::new();
         let mut want = Vec::new();
-        if next() % 10 == 0 {
+        if next().is_multiple_of(10) {
             e.set_peer_table_size(next() % 301);
         }
         e.begin_block(&mut block);
@@ -454,7 +454,7 @@ fn precoded_fields_keep_both_tables_in_step() {
             let value: String = (0..next() % 4 * 20)
                 .map(|_| (b'a' + (next() % 3) as u8) as char)
                 .collect();
-            if next() % 2 == 0 {
+            if next().is_multiple_of(2) {
                 let mut pre = Precoded::default();
                 pre.push(name, value.as_bytes());
                 e.precoded(&mut block, &pre);
