@@ -90,6 +90,9 @@ fn every_path_records_the_same_exchange() {
         "<?php echo str_repeat('hello ', 100);",
     )
     .unwrap();
+    // Past the I/O cache: HTTP/2 reads it into its write batches as frames are cut.
+    let big: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+    std::fs::write(site.path().join("big.bin"), &big).unwrap();
     let port = free_port();
     let _fpm = php_fpm(site.path(), &format!("127.0.0.1:{port}"));
     let log = site.path().join("access.json");
@@ -108,6 +111,7 @@ fn every_path_records_the_same_exchange() {
     // (target, answered by the pool, streamed by the backend)
     let targets = [
         ("/static.txt", false),
+        ("/big.bin", false),
         ("/hello.php", true),
         ("/stream.php", true),
     ];

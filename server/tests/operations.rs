@@ -255,6 +255,66 @@ fn truncation_mid_send(flags: &[&str]) {
     );
 }
 
+/// HTTP/2 reads a file into its write batches as frames are cut: a file cut short under
+/// a download resets that stream (the client must not take it for a whole body) and
+/// the server goes on serving.
+#[test]
+fn truncation_mid_http2_download_resets_that_stream() {
+    let site = sample_site();
+    let path = site.path().join("huge.bin");
+    std::fs::write(&path, vec![b'z'; 64 * 1024 * 1024]).unwrap();
+    let srv = Server::start(site.path(), &[]);
+    let body = tempfile::NamedTempFile::new().unwrap();
+    // Read slowly, so most of the file is still to be read when it shrinks.
+    let mut download = std::process::Command::new("curl")
+        .args([
+            "-sS",
+            "--http2-prior-knowledge",
+            "--limit-rate",
+            "20M",
+            "-o",
+        ])
+        .arg(body.path())
+        .arg(srv.url("/huge.bin"))
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(1024)
+        .unwrap();
+    let end = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = download.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            Instant::now() < end,
+            "the download neither ended nor failed"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut stderr = String::new();
+    download
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert!(!status.success(), "a cut-short body looked whole: {stderr}");
+    assert!(stderr.contains("INTERNAL_ERROR"), "{stderr}");
+    let got = std::fs::metadata(body.path()).unwrap().len();
+    assert!(got < 64 * 1024 * 1024, "{got} bytes");
+    // Other requests, over HTTP/2 too, are unaffected.
+    assert_eq!(
+        curl(&["--http2-prior-knowledge", &srv.url("/a.txt")]).stdout,
+        b"0123456789abcdefghijklmnopqrstuvwxyz"
+    );
+}
+
 #[test]
 fn graceful_shutdown_finishes_in_flight_responses() {
     let site = sample_site();

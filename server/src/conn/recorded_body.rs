@@ -8,6 +8,7 @@ use crate::exchange::{Exchange, Outcome, Protocol, RequestFields};
 use crate::http::BoxedBody;
 use bytes::Bytes;
 use http::{HeaderValue, Method, Uri};
+use http_body_util::BodyExt;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -59,6 +60,18 @@ impl RecordedBody {
             sent: 0,
             busy: None,
         }
+    }
+
+    /// The record of a body the HTTP/2 connection reads itself (`h2::file_source`): it
+    /// counts what it hands over with `count_sent` and records when dropped.
+    pub fn for_source(request: RequestMeta, outcome: Outcome, head_ready: Instant) -> RecordedBody {
+        let empty = http_body_util::Empty::<Bytes>::new().map_err(|never| match never {});
+        RecordedBody::new(empty.boxed(), request, outcome, head_ready)
+    }
+
+    /// Body bytes handed to the connection outside `poll_frame`.
+    pub fn count_sent(&mut self, n: u64) {
+        self.sent += n;
     }
 
     /// Keeps the connection counted busy for as long as this body lives.

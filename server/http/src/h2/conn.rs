@@ -34,6 +34,7 @@ use super::frame::{
     self, Head, DEFAULT_MAX_FRAME_SIZE, DEFAULT_WINDOW, HEADER_LEN, MAX_MAX_FRAME_SIZE,
 };
 use super::hpack::{Decoder, Encoder, Precoded};
+use super::source::{DataSource, Source};
 use super::stream::{Stream, Streams};
 use super::{Error, Reason, StreamId};
 use bytes::Bytes;
@@ -404,13 +405,39 @@ impl Connection {
         Ok(())
     }
 
-    /// Response body bytes queued on `stream` and not yet written; `None` once it is
-    /// closed or reset. A driver reads more of a file while this is low.
+    /// Ends `stream`'s response with `len` bytes read from `source` as DATA frames are
+    /// cut, after whatever `send_data` queued.
+    pub fn send_source(
+        &mut self,
+        stream: StreamId,
+        source: Box<dyn DataSource>,
+        len: u64,
+    ) -> Result<(), SendError> {
+        let s = self.open_stream(stream)?;
+        if !s.headers_sent {
+            return Err(SendError::NoHeaders);
+        }
+        if s.end_queued {
+            return Err(SendError::Ended);
+        }
+        if len > 0 {
+            s.source = Some(Source {
+                reader: source,
+                left: len,
+            });
+        }
+        s.end_queued = true;
+        Ok(())
+    }
+
+    /// Response body bytes given for `stream` and not yet written (queued, or owed by its
+    /// source); `None` once it is closed or reset. A driver reads more of a file while
+    /// this is low.
     pub fn buffered(&self, stream: StreamId) -> Option<usize> {
         self.streams
             .iter()
             .find(|s| s.id == stream)
-            .map(|s| s.queued)
+            .map(|s| usize::try_from(s.unsent()).unwrap_or(usize::MAX))
     }
 
     /// Whether `stream`'s own flow-control window lets data out: its queued data then
@@ -422,8 +449,8 @@ impl Connection {
             .is_some_and(|s| s.send_window > 0)
     }
 
-    /// Response body bytes queued on all streams and not yet written: a driver bounds
-    /// what the connection holds with it.
+    /// Response body bytes queued in memory on all streams and not yet written (sources
+    /// hold none): a driver bounds what the connection holds with it.
     pub fn queued_data(&self) -> usize {
         self.streams.iter().map(|s| s.queued).sum()
     }

@@ -9,6 +9,7 @@ pub mod frame;
 pub mod hpack;
 pub mod priority;
 pub mod request;
+pub mod source;
 mod stream;
 
 use std::fmt;

@@ -3,9 +3,11 @@
 
 use super::frame::MAX_WINDOW;
 use super::priority::Priority;
+use super::source::Source;
 use super::StreamId;
 use bytes::Bytes;
 use std::collections::VecDeque;
+use std::io;
 
 /// A stream in the table is open or half-closed; idle and closed streams are not stored
 /// (ids at or below the highest seen are closed, above it idle).
@@ -31,6 +33,8 @@ pub(crate) struct Stream {
     /// Response body chunks the windows have not let out yet.
     pub queue: VecDeque<Bytes>,
     pub queued: usize,
+    /// The rest of the body, read as it is sent (after the queue).
+    pub source: Option<Source>,
     /// From the request's `priority` field (RFC 9218), for the order DATA leaves in.
     pub priority: Priority,
 }
@@ -50,18 +54,53 @@ impl Stream {
             received: 0,
             queue: VecDeque::new(),
             queued: 0,
+            source: None,
             priority: Priority::default(),
         }
     }
 
     /// Whether DATA (or an empty END_STREAM) is waiting to be written.
     pub fn has_output(&self) -> bool {
-        self.headers_sent && !self.send_closed && (self.queued > 0 || self.end_queued)
+        self.headers_sent && !self.send_closed && (self.unsent() > 0 || self.end_queued)
     }
 
-    /// Takes up to `n` bytes off the front of the queue, as one or more chunks appended
-    /// to `out`.
-    pub fn take(&mut self, mut n: usize, out: &mut Vec<u8>) {
+    /// Body bytes given for this stream and not yet cut into frames: the queue's and
+    /// what its source still owes.
+    pub fn unsent(&self) -> u64 {
+        self.queued as u64 + self.source.as_ref().map_or(0, |s| s.left)
+    }
+
+    /// Appends the next `n` bytes (at most `unsent`) to `out`: the queue's first, then
+    /// the source's. A source that fails leaves `out` partly filled: the caller cuts it.
+    pub fn take(&mut self, n: usize, out: &mut Vec<u8>) -> io::Result<()> {
+        let from_queue = n.min(self.queued);
+        self.take_queued(from_queue, out);
+        let rest = n - from_queue;
+        if rest == 0 {
+            return Ok(());
+        }
+        let Some(source) = &mut self.source else {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        };
+        source.reader.read_into(out, rest)?;
+        source.left -= rest as u64;
+        if source.left == 0 {
+            // Done with it (a file is closed, its exchange recorded) as its last bytes go.
+            self.source = None;
+        }
+        Ok(())
+    }
+
+    /// Drops everything still to send, after a failed source: the stream is reset.
+    pub fn abandon(&mut self) {
+        self.queue.clear();
+        self.queued = 0;
+        self.source = None;
+        self.end_queued = false;
+    }
+
+    /// Takes `n` bytes off the front of the queue, as one or more chunks appended to `out`.
+    fn take_queued(&mut self, mut n: usize, out: &mut Vec<u8>) {
         self.queued -= n;
         while n > 0 {
             let Some(front) = self.queue.front_mut() else {
@@ -150,10 +189,10 @@ mod tests {
         s.queue.push_back(Bytes::from_static(b"defg"));
         s.queued = 7;
         let mut out = Vec::new();
-        s.take(5, &mut out);
+        s.take(5, &mut out).unwrap();
         assert_eq!(out, b"abcde");
         assert_eq!((s.queued, s.queue.len()), (2, 1));
-        s.take(2, &mut out);
+        s.take(2, &mut out).unwrap();
         assert_eq!(out, b"abcdefg");
         assert!(s.queue.is_empty() && !s.has_output());
     }

@@ -1,6 +1,7 @@
 //! HTTP/2 (h2c, ALPN h2) on skiff-http's state machine: one task per connection, none per stream.
 
 mod ctx;
+mod file_source;
 mod reply;
 mod request_body;
 mod streams;

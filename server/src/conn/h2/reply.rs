@@ -3,6 +3,7 @@
 //! `HeaderMap`, and a body in memory queued whole.
 
 use super::ctx::Ctx;
+use super::file_source::FileSource;
 use crate::conn::activity::Busy;
 use crate::conn::hyper::{reply_body, H2_STREAM_SEND_BUFFER};
 use crate::conn::recorded_body::{RecordedBody, RequestMeta};
@@ -80,6 +81,7 @@ pub(super) fn send(
         busy.handed();
         return Queued::Draining(busy);
     }
+    let body = reply.body;
     let value = |v: Option<&[u8]>| v.and_then(|v| HeaderValue::from_bytes(v).ok());
     let (referer, user_agent) = (value(head.referer()), value(head.user_agent()));
     let meta = RequestMeta {
@@ -92,12 +94,23 @@ pub(super) fn send(
         user_agent,
         started,
     };
+    // A file is read into the write batch as its frames are cut (`file_source.rs`).
+    if let (Body::File(slice), None) = (&body, &reply.throttle) {
+        let len = slice.len;
+        let record = RecordedBody::for_source(meta, outcome, started);
+        let source = FileSource::new(slice.clone(), record);
+        if conn.send_source(stream, Box::new(source), len).is_err() {
+            return Queued::Finished;
+        }
+        busy.handed();
+        return Queued::Draining(busy);
+    }
     let chunk = ctx
         .shared
         .settings
         .read_chunk_bytes
         .min(H2_STREAM_SEND_BUFFER);
-    let body = reply_body(reply.body, reply.throttle, true, chunk);
+    let body = reply_body(body, reply.throttle, true, chunk);
     let mut body = RecordedBody::new(body.boxed(), meta, outcome, started);
     body.hold(busy);
     Queued::Sending(body)

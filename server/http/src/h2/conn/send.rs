@@ -20,6 +20,7 @@ impl Connection {
             return;
         }
         let mut finished = Vec::new();
+        let mut failed = Vec::new();
         let urgencies = self
             .streams
             .iter()
@@ -33,7 +34,7 @@ impl Connection {
                     continue;
                 }
                 loop {
-                    match self.data_frame(k, out, max, &mut finished) {
+                    match self.data_frame(k, out, max, &mut finished, &mut failed) {
                         Step::Sent => {}
                         Step::Blocked => break,
                         Step::Full => break 'urgency,
@@ -50,7 +51,7 @@ impl Connection {
                     if p.urgency != urgency || !p.incremental {
                         continue;
                     }
-                    match self.data_frame(k, out, max, &mut finished) {
+                    match self.data_frame(k, out, max, &mut finished, &mut failed) {
                         Step::Sent => progress = true,
                         Step::Blocked => {}
                         Step::Full => break 'urgency,
@@ -61,6 +62,11 @@ impl Connection {
         self.next_stream = self.next_stream.wrapping_add(1);
         for id in finished {
             self.send_closed(id);
+        }
+        // A body whose source failed cannot be completed: the peer must not take the
+        // stream's end for the response's (its content-length would say so anyway).
+        for id in failed {
+            self.reset(id, Reason::INTERNAL_ERROR);
         }
         self.take_pending(out);
     }
@@ -73,6 +79,7 @@ impl Connection {
         out: &mut Vec<u8>,
         max: usize,
         finished: &mut Vec<StreamId>,
+        failed: &mut Vec<StreamId>,
     ) -> Step {
         // Room for a frame worth its header, or stop: tiny frames cost the peer more.
         let room = max.saturating_sub(out.len() + HEADER_LEN);
@@ -85,18 +92,25 @@ impl Connection {
         if !s.has_output() {
             return Step::Blocked;
         }
-        let len = (s.queued as i64)
+        let unsent = s.unsent();
+        let len = (unsent.min(i64::MAX as u64) as i64)
             .min(conn_window)
             .min(s.send_window)
             .min(peer_max_frame)
             .min(room as i64)
             .max(0) as usize;
-        let last = s.end_queued && len == s.queued;
+        let last = s.end_queued && len as u64 == unsent;
         if len == 0 && !last {
             return Step::Blocked;
         }
+        let at = out.len();
         frame::encode_data_head(out, s.id, len, last);
-        s.take(len, out);
+        if s.take(len, out).is_err() {
+            out.truncate(at);
+            s.abandon();
+            failed.push(s.id);
+            return Step::Blocked;
+        }
         s.send_window -= len as i64;
         if last {
             s.send_closed = true;
@@ -115,9 +129,12 @@ impl Connection {
     /// should run (a peer that never opens its window holds the stream forever).
     pub fn send_blocked(&self) -> bool {
         self.pending.is_empty()
-            && self.streams.iter().any(|s| s.has_output() && s.queued > 0)
+            && self
+                .streams
+                .iter()
+                .any(|s| s.has_output() && s.unsent() > 0)
             && !self.streams.iter().any(|s| {
-                s.has_output() && (s.queued == 0 || (s.send_window > 0 && self.send_window > 0))
+                s.has_output() && (s.unsent() == 0 || (s.send_window > 0 && self.send_window > 0))
             })
     }
 
@@ -132,7 +149,8 @@ impl Connection {
         !self.pending.is_empty()
             || (!matches!(self.state, State::Failed(_))
                 && self.streams.iter().any(|s| {
-                    s.has_output() && (s.queued == 0 || (s.send_window > 0 && self.send_window > 0))
+                    s.has_output()
+                        && (s.unsent() == 0 || (s.send_window > 0 && self.send_window > 0))
                 }))
     }
 

@@ -3,6 +3,7 @@
 
 mod h2spec;
 mod late;
+mod source;
 
 use super::*;
 use crate::h2::frame::{parse, Frame, FLAG_END_HEADERS, FLAG_END_STREAM};
