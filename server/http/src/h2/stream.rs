@@ -37,6 +37,9 @@ pub(crate) struct Stream {
     pub source: Option<Source>,
     /// From the request's `priority` field (RFC 9218), for the order DATA leaves in.
     pub priority: Priority,
+    /// The request carried a `priority` field: without one, the response shares the
+    /// connection in turns (`poll_transmit`).
+    pub prioritised: bool,
 }
 
 impl Stream {
@@ -56,7 +59,14 @@ impl Stream {
             queued: 0,
             source: None,
             priority: Priority::default(),
+            prioritised: false,
         }
+    }
+
+    /// Whether its DATA shares the connection frame by frame with others of its urgency,
+    /// rather than going out whole in stream order.
+    pub fn takes_turns(&self) -> bool {
+        self.priority.incremental || !self.prioritised
     }
 
     /// Whether DATA (or an empty END_STREAM) is waiting to be written.

@@ -347,6 +347,7 @@ impl Connection {
                 s.content_length = content_length;
                 if let Some(v) = head.priority() {
                     s.priority = Priority::parse(v);
+                    s.prioritised = true;
                 }
                 self.streams.insert(s);
                 self.events.push_back(Event::Request {

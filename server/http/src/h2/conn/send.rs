@@ -12,8 +12,12 @@ impl Connection {
     /// bytes. Write it all with one write.
     ///
     /// DATA follows RFC 9218's priorities: lower urgency first; within one urgency,
-    /// non-incremental responses (the default) one after the other in stream order, so
-    /// each completes as early as it can, then incremental ones frame by frame in turn.
+    /// non-incremental responses one after the other in stream order, so each completes
+    /// as early as it can, then incremental ones frame by frame in turn. A request that
+    /// carried no `priority` field (browsers send one; curl, h2load and most non-browser
+    /// clients do not) takes turns like an incremental one at the default urgency, as
+    /// nginx and h2o share a connection among unprioritised streams: downloads of one
+    /// client progress together, and one file's pages are read while still cached.
     pub fn poll_transmit(&mut self, out: &mut Vec<u8>, max: usize) {
         self.take_pending(out);
         if matches!(self.state, State::Failed(_)) {
@@ -29,8 +33,8 @@ impl Connection {
         'urgency: for urgency in (0..8u8).filter(|u| urgencies & 1 << u != 0) {
             let n = self.streams.len();
             for k in 0..n {
-                let p = self.streams.at(k).priority;
-                if p.urgency != urgency || p.incremental {
+                let s = self.streams.at(k);
+                if s.priority.urgency != urgency || s.takes_turns() {
                     continue;
                 }
                 loop {
@@ -47,8 +51,8 @@ impl Connection {
                 for j in 0..n {
                     // The turn starts one stream further on each batch.
                     let k = (self.next_stream + j) % n;
-                    let p = self.streams.at(k).priority;
-                    if p.urgency != urgency || !p.incremental {
+                    let s = self.streams.at(k);
+                    if s.priority.urgency != urgency || !s.takes_turns() {
                         continue;
                     }
                     match self.data_frame(k, out, max, &mut finished, &mut failed) {

@@ -585,8 +585,18 @@ fn data_order(priorities: [&str; 2]) -> Vec<StreamId> {
 
 #[test]
 fn data_follows_rfc9218_priorities() {
-    // The default (u=3, not incremental): one response after the other, in stream order.
-    assert_eq!(data_order(["", ""]), [1, 1, 1, 3, 3, 3]);
+    // Not incremental (the default, here explicit): one response after the other, in
+    // stream order.
+    assert_eq!(data_order(["u=3", "u=3"]), [1, 1, 1, 3, 3, 3]);
+    assert_eq!(data_order(["i=?0", "u=3"]), [1, 1, 1, 3, 3, 3]);
+    // No `priority` field: the responses take turns, frame by frame.
+    let order = data_order(["", ""]);
+    assert!(
+        order.len() == 6 && order.windows(2).all(|w| w[0] != w[1]),
+        "{order:?}"
+    );
+    // ... after the non-incremental ones of their urgency.
+    assert_eq!(data_order(["", "u=3"]), [3, 3, 3, 1, 1, 1]);
     // Incremental responses share the connection frame by frame.
     let order = data_order(["i", "u=3, i"]);
     assert!(
@@ -596,7 +606,7 @@ fn data_follows_rfc9218_priorities() {
     // A lower urgency goes first, whatever the stream order.
     assert_eq!(data_order(["u=5", "u=1"]), [3, 3, 3, 1, 1, 1]);
     // Non-incremental before incremental within one urgency.
-    assert_eq!(data_order(["i", ""]), [3, 3, 3, 1, 1, 1]);
+    assert_eq!(data_order(["i", "u=3"]), [3, 3, 3, 1, 1, 1]);
 }
 
 #[test]
