@@ -92,10 +92,17 @@ impl Stream {
         let Some(source) = &mut self.source else {
             return Err(io::ErrorKind::UnexpectedEof.into());
         };
+        let before = out.len();
         source.reader.read_into(out, rest)?;
+        // The frame's header says `n`: a source that appended another length would
+        // corrupt the framing of every stream on the connection.
+        if out.len() != before + rest {
+            return Err(io::Error::other("a data source appended the wrong length"));
+        }
         source.left -= rest as u64;
         if source.left == 0 {
-            // Done with it (a file is closed, its exchange recorded) as its last bytes go.
+            // Done with it (the source is dropped, its exchange recorded) as its last
+            // bytes go.
             self.source = None;
         }
         Ok(())

@@ -1,6 +1,6 @@
 //! Replies the configuration gives at once (a file, a redirect, an error page), sent from
 //! the connection's own poll: no handler future, HEADERS written from the `Reply` with no
-//! `HeaderMap`, and a body in memory queued whole.
+//! `HeaderMap`, and a body in memory queued whole or a file given as a source.
 
 use super::ctx::Ctx;
 use super::file_source::FileSource;
@@ -22,10 +22,11 @@ use std::time::Instant;
 pub(super) enum Queued {
     /// Nothing: the exchange is recorded.
     Finished,
-    /// The whole body is queued and recorded; the request holds its connection until the
-    /// peer has taken it.
+    /// The whole body is with the connection: queued (and recorded), or a file source
+    /// (recorded when its last byte is read or its stream goes). The request holds its
+    /// connection until the peer has taken it.
     Draining(Busy),
-    /// A body still to read (a file beyond the I/O cache, a bandwidth limit).
+    /// A body still to read (a file over TLS, several ranges, a bandwidth limit).
     Sending(RecordedBody),
 }
 

@@ -37,8 +37,8 @@ pub(super) struct Streams {
     /// Response bodies with more to send, and the stream's queue when its stall clock
     /// last (re)started.
     sending: Vec<(StreamId, RecordedBody, usize)>,
-    /// Ended bodies' holds, kept while their last bytes wait in the stream's queue: each
-    /// stream keeps its own stall clock until the peer has taken all of it.
+    /// Ended bodies' holds, kept while their last bytes wait in the stream's queue or its
+    /// file source: each stream keeps its own stall clock until the peer has taken all of it.
     draining: Vec<(StreamId, Busy, usize)>,
     /// Request bodies still arriving or not yet given back to the windows.
     inbound: Vec<(StreamId, Arc<Inbound>)>,

@@ -179,3 +179,31 @@ fn an_empty_source_just_ends_the_stream() {
     assert_eq!(out.len(), 2);
     assert_eq!((out[1].head.len, out[1].head.flags), (0, FLAG_END_STREAM));
 }
+
+/// Appends one byte fewer than asked and says it succeeded.
+struct Short;
+
+impl DataSource for Short {
+    fn read_into(&mut self, out: &mut Vec<u8>, n: usize) -> io::Result<()> {
+        out.extend(std::iter::repeat_n(b'x', n - 1));
+        Ok(())
+    }
+}
+
+#[test]
+fn a_source_that_appends_the_wrong_length_is_reset_not_framed() {
+    let mut p = Peer::new(Config::default());
+    responding(&mut p, 1);
+    p.conn.send_source(1, Box::new(Short), 1000).unwrap();
+    // The output still parses frame by frame: the short frame was cut out.
+    let out = p.output();
+    let frames: Vec<Frame<'_>> = out.iter().map(|f| f.frame()).collect();
+    assert!(matches!(frames[0], Frame::Headers { .. }));
+    assert_eq!(
+        frames[1..],
+        [Frame::RstStream {
+            stream: 1,
+            reason: Reason::INTERNAL_ERROR
+        }]
+    );
+}
