@@ -238,13 +238,21 @@ fn h2_window_client(
     pace: Duration,
     tick: impl FnMut(&mut TcpStream),
 ) -> Seen {
-    h2_window_client_on(TcpStream::connect(addr).unwrap(), paths, limit, pace, tick)
+    h2_window_client_on(
+        TcpStream::connect(addr).unwrap(),
+        paths,
+        None,
+        limit,
+        pace,
+        tick,
+    )
 }
 
-/// `h2_window_client` on a connected socket.
+/// `h2_window_client` on a connected socket, its requests carrying `priority` if given.
 fn h2_window_client_on(
     mut s: TcpStream,
     paths: &[&str],
+    priority: Option<&str>,
     limit: Duration,
     pace: Duration,
     mut tick: impl FnMut(&mut TcpStream),
@@ -255,14 +263,21 @@ fn h2_window_client_on(
     out.extend_from_slice(&[0, 0, 6, 0x4, 0, 0, 0, 0, 0, 0, 0x4, 0, 0, 0, 0]);
     for (k, path) in paths.iter().enumerate() {
         // HEADERS, END_STREAM | END_HEADERS; HPACK without Huffman:
-        // :method GET, :scheme http, :path, :authority a.
-        let block: Vec<u8> = [
+        // :method GET, :scheme http, :path, :authority a, and `priority` as a literal
+        // with a new name.
+        let mut block: Vec<u8> = [
             &[0x82, 0x86, 0x44, path.len() as u8][..],
             path.as_bytes(),
             &[0x41, 1],
             b"a",
         ]
         .concat();
+        if let Some(p) = priority {
+            block.extend_from_slice(&[0, 8]);
+            block.extend_from_slice(b"priority");
+            block.push(p.len() as u8);
+            block.extend_from_slice(p.as_bytes());
+        }
         out.extend_from_slice(&[0, 0, block.len() as u8, 0x1, 0x5]);
         out.extend_from_slice(&(2 * k as u32 + 1).to_be_bytes());
         out.extend_from_slice(&block);
@@ -452,9 +467,10 @@ fn small_buffer_socket(addr: SocketAddr, bytes: usize) -> TcpStream {
 #[test]
 fn an_http2_stream_waiting_its_turn_behind_others_is_not_cut_off() {
     // Six downloads on one connection with every window open, read at about 800 KB/s
-    // through small socket buffers. Responses go one after the other (RFC 9218's default,
-    // non-incremental), so the last waits about 1.5 s for the five before it, past the
-    // 1 s send timeout: its queue does not move, yet the peer withholds nothing.
+    // through small socket buffers. Their `priority: u=3` makes them go one after the
+    // other (RFC 9218, non-incremental; without the field they would take turns), so the
+    // last waits about 1.5 s for the five before it, past the 1 s send timeout: its queue
+    // does not move, yet the peer withholds nothing.
     let site = tempfile::tempdir().unwrap();
     std::fs::write(site.path().join("big.bin"), vec![7u8; 256 << 10]).unwrap();
     let srv = Server::start(
@@ -484,6 +500,7 @@ fn an_http2_stream_waiting_its_turn_behind_others_is_not_cut_off() {
     let seen = h2_window_client_on(
         small_buffer_socket(srv.addr, 16384),
         &paths,
+        Some("u=3"),
         Duration::from_secs(30),
         Duration::from_millis(20),
         open,
