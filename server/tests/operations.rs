@@ -217,6 +217,16 @@ fn truncation_mid_pread_closes_only_that_connection() {
     truncation_mid_send(&["--sendfile-min-bytes", "999999999999"]);
 }
 
+/// Cuts a file being served down to 1 KiB in place.
+fn shrink_to_1k(path: &std::path::Path) {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_len(1024)
+        .unwrap();
+}
+
 fn truncation_mid_send(flags: &[&str]) {
     let site = sample_site();
     let path = site.path().join("huge.bin");
@@ -230,12 +240,7 @@ fn truncation_mid_send(flags: &[&str]) {
     let mut buf = vec![0u8; 64 * 1024];
     let n = s.read(&mut buf).unwrap();
     assert!(n > 0);
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(&path)
-        .unwrap()
-        .set_len(1024)
-        .unwrap();
+    shrink_to_1k(&path);
     let mut total = n;
     loop {
         match s.read(&mut buf) {
@@ -280,12 +285,7 @@ fn truncation_mid_http2_download_resets_that_stream() {
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(300));
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(&path)
-        .unwrap()
-        .set_len(1024)
-        .unwrap();
+    shrink_to_1k(&path);
     let end = Instant::now() + Duration::from_secs(30);
     let status = loop {
         if let Some(status) = download.try_wait().unwrap() {

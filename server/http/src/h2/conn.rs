@@ -390,13 +390,7 @@ impl Connection {
         data: Bytes,
         end_stream: bool,
     ) -> Result<(), SendError> {
-        let s = self.open_stream(stream)?;
-        if !s.headers_sent {
-            return Err(SendError::NoHeaders);
-        }
-        if s.end_queued {
-            return Err(SendError::Ended);
-        }
+        let s = self.open_body(stream)?;
         s.queued += data.len();
         if !data.is_empty() {
             s.queue.push_back(data);
@@ -413,13 +407,7 @@ impl Connection {
         source: Box<dyn DataSource>,
         len: u64,
     ) -> Result<(), SendError> {
-        let s = self.open_stream(stream)?;
-        if !s.headers_sent {
-            return Err(SendError::NoHeaders);
-        }
-        if s.end_queued {
-            return Err(SendError::Ended);
-        }
+        let s = self.open_body(stream)?;
         if len > 0 {
             s.source = Some(Source {
                 reader: source,
@@ -530,6 +518,19 @@ impl Connection {
     /// Open or half-closed streams.
     pub fn active_streams(&self) -> usize {
         self.streams.len()
+    }
+
+    /// A stream whose response HEADERS went and whose body has not ended: more of the
+    /// body may be given.
+    fn open_body(&mut self, stream: StreamId) -> Result<&mut Stream, SendError> {
+        let s = self.open_stream(stream)?;
+        if !s.headers_sent {
+            return Err(SendError::NoHeaders);
+        }
+        if s.end_queued {
+            return Err(SendError::Ended);
+        }
+        Ok(s)
     }
 
     fn open_stream(&mut self, stream: StreamId) -> Result<&mut Stream, SendError> {
