@@ -180,10 +180,12 @@ pub fn serve(
         }
         // The workers accept and these tasks have started: what starting touched and
         // serving does not use goes back (BENCHMARKS.md, idle RSS).
+        // The handlers are installed before the pages go back: installing runs once.
+        let signalled = shutdown_signal();
         tokio::task::yield_now().await;
         let released = crate::startup_pages::release();
         tracing::debug!(mappings = released, "startup's code pages given back");
-        wait_for_signal().await;
+        signalled.await;
         tracing::info!(delay = ?delay, grace = ?grace, "shutting down: readiness off");
         shutdown.advance(Phase::Draining);
         tokio::time::sleep(delay).await;
@@ -216,12 +218,15 @@ fn off_or(addr: Option<std::net::SocketAddr>) -> String {
     addr.map_or_else(|| "off".to_owned(), |a| a.to_string())
 }
 
-async fn wait_for_signal() {
+/// Installs the SIGTERM and SIGINT handlers now; the future ends at the first of them.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     use tokio::signal::unix::{signal, SignalKind};
     let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
     let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
+    async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
     }
 }

@@ -50,18 +50,16 @@ where
     let limits = shared.settings.limits.clone();
     let peer = origin.peer;
     let svc_shared = shared.clone();
-    let remote: Arc<str> = peer.ip().to_string().into();
     let origin = Arc::new(origin);
     let activity = Activity::new();
     let svc_activity = activity.clone();
     let service = service_fn(move |req| {
         let shared = svc_shared.clone();
-        let remote = remote.clone();
         let origin = origin.clone();
         let busy = svc_activity.begin();
         async move {
             let protocol = Protocol::of(req.version());
-            let mut response = handle(req, &origin, remote, &shared).await;
+            let mut response = handle(req, &origin, &shared).await;
             response.body_mut().hold(busy);
             // As on the fast path: once /readyz fails, HTTP/1 responses close their
             // connection so keep-alive clients move to pods that stay. A request whose
@@ -159,14 +157,13 @@ async fn drive<C>(
 pub(super) async fn handle<B>(
     req: Request<B>,
     origin: &Origin,
-    remote: Arc<str>,
     shared: &Shared,
 ) -> Response<RecordedBody>
 where
     B: http_body::Body<Data = bytes::Bytes> + Send + Sync + 'static,
     B::Error: Into<ClientBodyError>,
 {
-    handle_routed(req, origin, remote, shared, None).await
+    handle_routed(req, origin, shared, None).await
 }
 
 /// A request routed by its connection before a handler was needed: the configuration
@@ -199,7 +196,6 @@ pub(super) fn route_now(h2: &H2Head, origin: &Origin, shared: &Shared) -> Routin
 pub(super) async fn handle_routed<B>(
     req: Request<B>,
     origin: &Origin,
-    remote: Arc<str>,
     shared: &Shared,
     routing: Option<Routing>,
 ) -> Response<RecordedBody>
@@ -212,7 +208,7 @@ where
     let (parts, body) = req.into_parts();
     let h2 = parts.version == http::Version::HTTP_2;
     let meta = RequestMeta {
-        remote,
+        remote: peer.ip(),
         method: parts.method.clone(),
         uri: parts.uri.clone(),
         protocol: Protocol::of(parts.version),

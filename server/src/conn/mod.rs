@@ -74,6 +74,10 @@ pub(crate) async fn serve(
 /// Starts this worker's parking of idle connections (`park`).
 pub(crate) fn start_worker(shared: &std::sync::Arc<crate::state::Shared>) {
     park::start(shared, resume);
+    // A thread-local with a destructor registers it on first use, which runs the loader's
+    // code: done now, before startup's pages go back, not on the first connection.
+    h1::claim_worker_buffers();
+    h2::claim_worker_buffers();
 }
 
 /// Serves a parked connection that became readable, in a new task.

@@ -11,14 +11,13 @@ use http::{HeaderValue, Method, Uri};
 use http_body_util::BodyExt;
 use std::io;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
 /// What the exchange record needs of a request that hyper parsed, owned (the clones
 /// share hyper's buffers: no copies).
 pub(super) struct RequestMeta {
-    pub remote: Arc<str>,
+    pub remote: std::net::IpAddr,
     pub method: Method,
     pub uri: Uri,
     pub protocol: Protocol,
@@ -109,7 +108,7 @@ impl RecordedBody {
         };
         let r = &p.request;
         Exchange {
-            remote: &r.remote,
+            remote: r.remote,
             request: RequestFields {
                 method: &r.method,
                 target: r

@@ -70,7 +70,7 @@ pub struct Outcome {
 
 /// One exchange, from its complete request head to its last body byte.
 pub struct Exchange<'a> {
-    pub remote: &'a str,
+    pub remote: std::net::IpAddr,
     pub request: RequestFields<'a>,
     pub outcome: Outcome,
     /// When the request head was complete.

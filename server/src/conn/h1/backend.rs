@@ -108,7 +108,7 @@ pub(super) struct Link<'c> {
 pub(super) struct Client<'c> {
     pub peer: SocketAddr,
     pub local_port: u16,
-    pub remote: &'c str,
+    pub remote: std::net::IpAddr,
     pub buf: &'c [u8],
 }
 

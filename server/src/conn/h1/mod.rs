@@ -95,6 +95,11 @@ thread_local! {
     static KEPT: RefCell<Vec<idle::Buffers<Seg, Pending>>> = const { RefCell::new(Vec::new()) };
 }
 
+/// Takes this worker's buffer pool into use (see `conn::start_worker`).
+pub(super) fn claim_worker_buffers() {
+    KEPT.with(|_| {});
+}
+
 /// This worker's buffers for connections that are reading or writing.
 static BUFFERS: idle::Pool<Seg, Pending> = idle::Pool::new(&KEPT);
 
@@ -104,7 +109,6 @@ struct Conn<'s> {
     /// The listener's port: SERVER_PORT for pool requests.
     local_port: u16,
     /// The peer's address as text, for the access log.
-    remote: String,
     shared: &'s Arc<Shared>,
     /// Set on a TLS connection (kTLS or rustls).
     tls: Option<TlsSession>,
@@ -156,7 +160,6 @@ pub(super) async fn serve(
         stream,
         peer,
         local_port,
-        remote: peer.ip().to_string(),
         shared,
         tls,
         // Taken from the pool at the first read.
@@ -243,7 +246,7 @@ impl Conn<'_> {
                         let client = backend::Client {
                             peer: self.peer,
                             local_port: self.local_port,
-                            remote: &self.remote,
+                            remote: self.peer.ip(),
                             buf: &self.buf,
                         };
                         // Boxed: the pool exchange's future would otherwise make every
@@ -528,7 +531,7 @@ impl Conn<'_> {
             let written = sent.written;
             for p in self.pending.drain(..) {
                 Exchange {
-                    remote: &self.remote,
+                    remote: self.peer.ip(),
                     request: p.logged.fields(&self.buf, &p.method, p.protocol),
                     outcome: Outcome {
                         vhost: p.vhost,

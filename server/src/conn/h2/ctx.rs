@@ -9,6 +9,5 @@ use std::sync::Arc;
 pub(super) struct Ctx {
     pub shared: Arc<Shared>,
     pub origin: Origin,
-    pub remote: Arc<str>,
     pub activity: Arc<Activity>,
 }

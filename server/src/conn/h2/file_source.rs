@@ -70,7 +70,7 @@ mod tests {
 
     fn record() -> RecordedBody {
         let meta = RequestMeta {
-            remote: "192.0.2.1".into(),
+            remote: std::net::IpAddr::from([192, 0, 2, 1]),
             method: http::Method::GET,
             uri: http::Uri::from_static("/f"),
             protocol: Protocol::Http2,

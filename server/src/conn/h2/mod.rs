@@ -49,6 +49,12 @@ thread_local! {
     static READ: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
+/// Takes this worker's read and batch buffers into use (see `conn::start_worker`).
+pub(super) fn claim_worker_buffers() {
+    READ.with(|_| {});
+    BATCHES.with(|_| {});
+}
+
 /// How the connection ended.
 #[derive(Debug, PartialEq, Eq)]
 enum End {
@@ -91,7 +97,6 @@ where
     let peer = origin.peer;
     let activity = Activity::new();
     let ctx = Arc::new(Ctx {
-        remote: peer.ip().to_string().into(),
         origin,
         activity: activity.clone(),
         shared: shared.clone(),

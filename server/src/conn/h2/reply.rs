@@ -86,7 +86,7 @@ pub(super) fn send(
     let value = |v: Option<&[u8]>| v.and_then(|v| HeaderValue::from_bytes(v).ok());
     let (referer, user_agent) = (value(head.referer()), value(head.user_agent()));
     let meta = RequestMeta {
-        remote: ctx.remote.clone(),
+        remote: ctx.origin.peer.ip(),
         // The head's target was checked as `http` checks it.
         uri: Uri::try_from(head.target()).unwrap_or_default(),
         method: head.method,
@@ -155,7 +155,7 @@ fn write_fields(block: &mut ResponseBlock<'_>, reply: &Reply, has_body: bool) {
 /// Records an exchange whose body was handed to the connection whole (`body_bytes`).
 fn record(head: &Head, ctx: &Ctx, outcome: Outcome, started: Instant, body_bytes: u64) {
     Exchange {
-        remote: &ctx.remote,
+        remote: ctx.origin.peer.ip(),
         request: RequestFields {
             method: &head.method,
             target: head.target().as_bytes(),

@@ -329,7 +329,7 @@ async fn respond(
     busy: Busy,
     routing: Option<Routing>,
 ) -> Response<RecordedBody> {
-    let mut resp = handle_routed(req, &ctx.origin, ctx.remote.clone(), &ctx.shared, routing).await;
+    let mut resp = handle_routed(req, &ctx.origin, &ctx.shared, routing).await;
     resp.body_mut().hold(busy);
     resp
 }
