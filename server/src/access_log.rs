@@ -135,7 +135,9 @@ fn push_ip(out: &mut Vec<u8>, ip: IpAddr) {
 pub fn format_combined(out: &mut Vec<u8>, r: &LogRecord<'_>) {
     push_ip(out, r.remote);
     out.extend_from_slice(b" - - [");
-    crate::http::date::with_log_date(|d| out.extend_from_slice(d.as_bytes()));
+    crate::http::date::with_log_date(crate::coarse_clock::unix_seconds(), |d| {
+        out.extend_from_slice(d.as_bytes())
+    });
     out.extend_from_slice(b"] \"");
     escape_apache(out, r.method.as_bytes());
     out.push(b' ');
@@ -163,7 +165,9 @@ pub fn format_combined(out: &mut Vec<u8>, r: &LogRecord<'_>) {
 
 pub fn format_json(out: &mut Vec<u8>, r: &LogRecord<'_>) {
     out.extend_from_slice(b"{\"time\":\"");
-    crate::http::date::with_log_date(|d| out.extend_from_slice(d.as_bytes()));
+    crate::http::date::with_log_date(crate::coarse_clock::unix_seconds(), |d| {
+        out.extend_from_slice(d.as_bytes())
+    });
     out.extend_from_slice(b"\",\"remote\":\"");
     push_ip(out, r.remote);
     out.extend_from_slice(b"\",\"method\":\"");

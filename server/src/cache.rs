@@ -17,7 +17,7 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 #[derive(Debug, Clone)]
 pub struct CacheSettings {
@@ -102,7 +102,7 @@ pub struct FileEntry {
     rel: String,
     /// Stat keys of the original and of each possible sidecar (None: absent or ignored).
     fingerprint: [Option<StatKey>; 4],
-    /// Milliseconds since the cache's epoch when this entry was last known fresh.
+    /// The coarse monotonic clock (`now_ms`) when this entry was last known fresh.
     checked_at_ms: AtomicU64,
     /// For a derived entry: the ETag of the version it was made from.
     derived_from: Option<HeaderValue>,
@@ -208,18 +208,13 @@ pub struct CacheRoot {
 pub struct FileCache {
     settings: CacheSettings,
     entries: quick_cache::sync::Cache<CacheKey, Arc<FileEntry>, EntryWeighter>,
-    epoch: Instant,
 }
 
 impl FileCache {
     pub fn new(settings: CacheSettings) -> FileCache {
         let entries =
             quick_cache::sync::Cache::with_weighter(4096, settings.max_bytes.max(1), EntryWeighter);
-        FileCache {
-            settings,
-            entries,
-            epoch: Instant::now(),
-        }
+        FileCache { settings, entries }
     }
 
     /// Bytes currently held, by the cache's own weighing.
@@ -227,8 +222,9 @@ impl FileCache {
         self.entries.weight()
     }
 
+    /// Every hit reads the clock; a revalidation interval needs no finer step than a tick.
     fn now_ms(&self) -> u64 {
-        self.epoch.elapsed().as_millis() as u64
+        crate::coarse_clock::monotonic_ms()
     }
 
     /// Resolves a normalized request path (`/a/b`, or `/dir/` for a directory) in `root`.

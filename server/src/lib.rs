@@ -18,6 +18,7 @@ mod allocator;
 mod app;
 mod cache;
 pub mod cli;
+mod coarse_clock;
 mod conn;
 mod copy_tree;
 pub mod copy_tuning;

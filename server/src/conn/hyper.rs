@@ -357,7 +357,7 @@ thread_local! {
 
 /// The Date header's value for now.
 fn date_value() -> Option<HeaderValue> {
-    crate::http::date::with_http_date(|d| {
+    crate::http::date::with_http_date(crate::coarse_clock::unix_seconds(), |d| {
         DATE_VALUE.with(|cached| {
             let mut cached = cached.borrow_mut();
             if cached.as_ref().is_none_or(|v| v.as_bytes() != d.as_bytes()) {

@@ -19,7 +19,9 @@ pub(super) fn push_status_line(h: &mut Vec<u8>, status: StatusCode) {
 pub(super) fn reply_head(h: &mut Vec<u8>, reply: &Reply, minor: u8, close: bool) -> bool {
     push_status_line(h, reply.status);
     h.extend_from_slice(b"\r\nServer: skiff\r\nDate: ");
-    crate::http::date::with_http_date(|d| h.extend_from_slice(d.as_bytes()));
+    crate::http::date::with_http_date(crate::coarse_clock::unix_seconds(), |d| {
+        h.extend_from_slice(d.as_bytes())
+    });
     h.extend_from_slice(b"\r\n");
     if let Some(shared) = &reply.shared_head {
         h.extend_from_slice(&shared.wire); // includes Content-Length
@@ -110,7 +112,9 @@ pub(super) fn upstream_head(
     };
     if !has_date {
         h.extend_from_slice(b"date: ");
-        crate::http::date::with_http_date(|d| h.extend_from_slice(d.as_bytes()));
+        crate::http::date::with_http_date(crate::coarse_clock::unix_seconds(), |d| {
+            h.extend_from_slice(d.as_bytes())
+        });
         h.extend_from_slice(b"\r\n");
     }
     match framing {

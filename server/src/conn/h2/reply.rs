@@ -123,7 +123,9 @@ pub(super) fn send(
 /// Server, Date, the shared head's, the reply's own, Content-Length.
 fn write_fields(block: &mut ResponseBlock<'_>, reply: &Reply, has_body: bool) {
     block.field(&SERVER, b"skiff");
-    skiff_http::date::with_http_date(|d| block.field(&DATE, d.as_bytes()));
+    skiff_http::date::with_http_date(crate::coarse_clock::unix_seconds(), |d| {
+        block.field(&DATE, d.as_bytes())
+    });
     let mut length_sent = false;
     if let Some(shared) = &reply.shared_head {
         // Its validators and length were HPACK-coded once for its file version.
