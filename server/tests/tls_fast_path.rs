@@ -143,6 +143,47 @@ fn close_notify_from_the_client_ends_the_connection() {
     );
 }
 
+/// A TLS connection (never parked) waiting between requests is closed as soon as the
+/// server stops, not after its keep-alive timeout or the shutdown grace.
+#[test]
+fn shutdown_closes_a_tls_connection_waiting_between_requests() {
+    let pki = Pki::new();
+    let dir = sample_site();
+    let (mut srv, _certs) = serve(
+        &pki,
+        dir.path(),
+        &[
+            "--keepalive-timeout",
+            "60s",
+            "--shutdown-delay",
+            "0s",
+            "--shutdown-grace",
+            "30s",
+        ],
+    );
+    let mut conn = Conn::open(&pki, srv.tls_addr.unwrap(), "localhost");
+    let (status, _, _) = conn.get("localhost", "/index.html");
+    assert_eq!(status, 200);
+    // Past the time a plain connection would be parked: this one waits in its task.
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    let signalled = std::time::Instant::now();
+    srv.signal("TERM");
+    let mut rest = Vec::new();
+    // With or without close_notify: what matters is that the server closed it.
+    let _ = conn.tls.read_to_end(&mut rest);
+    assert!(rest.is_empty(), "unexpected bytes: {rest:?}");
+    let took = signalled.elapsed();
+    assert!(
+        took < std::time::Duration::from_secs(5),
+        "closed only after {took:?}"
+    );
+    assert_eq!(
+        srv.wait_exit(std::time::Duration::from_secs(10)),
+        Some(0),
+        "the drain waited on the idle connection"
+    );
+}
+
 /// A backend that takes a request, never answers, and writes `closed` to a file once the
 /// server drops the connection to it.
 const SILENT_BACKEND: &str = r#"

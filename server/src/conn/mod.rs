@@ -18,6 +18,7 @@ mod recorded_body;
 mod reply_body;
 mod rewind;
 mod send_deadline;
+mod stop_wait;
 mod tls;
 
 pub(crate) use admission::Admission;
@@ -74,6 +75,7 @@ pub(crate) async fn serve(
 /// Starts this worker's parking of idle connections (`park`).
 pub(crate) fn start_worker(shared: &std::sync::Arc<crate::state::Shared>) {
     park::start(shared, resume);
+    stop_wait::start(shared);
     // A thread-local with a destructor registers it on first use, which runs the loader's
     // code: done now, before startup's pages go back, not on the first connection.
     h1::claim_worker_buffers();

@@ -21,12 +21,12 @@ mod paced;
 mod socket;
 pub(super) mod transport;
 
+use super::stop_wait::{stopping_now, StopWait};
 use crate::app::{Routed, Verdict, Verification};
 use crate::conn::file_send::FileSendPolicy;
 use crate::conn::origin::TlsSession;
 use crate::exchange::{front, Exchange, Outcome, Protocol};
 use crate::http::request::RequestHead;
-use crate::shutdown::Phase;
 use crate::state::Shared;
 use crate::tls::ktls::RecordBudget;
 use backend::{BackendJob, Link};
@@ -211,7 +211,7 @@ pub(super) async fn serve(
 impl Conn<'_> {
     /// Serves requests until the connection closes, goes to hyper, or is to be parked.
     async fn run(&mut self) -> io::Result<Exit> {
-        let mut phase = self.shared.shutdown.subscribe();
+        let mut stop = StopWait::default();
         let header_timeout = self.shared.settings.limits.header_timeout;
         // One timer per connection, re-armed lazily: requests only move `last_active`,
         // and the timer re-checks the real deadline when it fires.
@@ -285,7 +285,7 @@ impl Conn<'_> {
                 self.start = 0;
                 self.end = 0;
                 self.partial_since = None;
-                if *phase.borrow() >= Phase::Stopping {
+                if stopping_now() {
                     return Ok(Exit::Closed);
                 }
             } else if self.partial_since.is_none() {
@@ -345,10 +345,8 @@ impl Conn<'_> {
                         }
                         timer.as_mut().reset(timer_at.into());
                     }
-                    _ = phase.changed(), if self.start == self.end => {
-                        if *phase.borrow() >= Phase::Stopping {
-                            return Ok(Exit::Closed);
-                        }
+                    () = std::future::poll_fn(|cx| stop.poll(cx)), if self.start == self.end => {
+                        return Ok(Exit::Closed);
                     }
                 }
             }
