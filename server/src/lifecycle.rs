@@ -121,6 +121,12 @@ pub fn serve(
         (reload::Triggers::register(&f), f)
     });
     let admin_addr = admin_listener.as_ref().and_then(|l| l.local_addr().ok());
+    // Installed before the line below says the server listens: a SIGTERM sent at once
+    // then drains instead of killing. Installing runs once, before startup's pages go back.
+    let signalled = {
+        let _guard = control.enter();
+        shutdown_signal()
+    };
     // Tests and scripts read the bound addresses from this line (port 0 picks a free one).
     let admin_text = off_or(admin_addr);
     tracing::info!(
@@ -180,8 +186,6 @@ pub fn serve(
         }
         // The workers accept and these tasks have started: what starting touched and
         // serving does not use goes back (BENCHMARKS.md, idle RSS).
-        // The handlers are installed before the pages go back: installing runs once.
-        let signalled = shutdown_signal();
         tokio::task::yield_now().await;
         let released = crate::startup_pages::release();
         tracing::debug!(mappings = released, "startup's code pages given back");

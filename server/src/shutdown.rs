@@ -1,5 +1,5 @@
-//! Graceful shutdown phases, broadcast to every worker and connection through a watch
-//! channel: Serving -> Draining (/readyz fails, still serving) -> Stopping (listeners
+//! Graceful shutdown phases, broadcast through a watch channel (HTTP/1.1 connections
+//! waiting between requests hear it from their worker: `conn/stop_wait.rs`): Serving -> Draining (/readyz fails, still serving) -> Stopping (listeners
 //! close, idle keep-alives close, in-flight responses finish).
 
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -9,7 +9,7 @@ use ipnet::IpNet;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Mutex;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant, UNIX_EPOCH};
 
 /// The client's address: the peer, or, when the peer is a trusted proxy, the right-most
 /// `X-Forwarded-For` entry that is not itself a trusted proxy.
@@ -227,7 +227,9 @@ impl CachePolicy {
             .retain(|(n, _)| n != http::header::CACHE_CONTROL && n != http::header::EXPIRES);
         r.headers
             .push((http::header::CACHE_CONTROL, self.cache_control.clone()));
-        let expires = SystemTime::now() + Duration::from_secs(self.max_age);
+        // The clock Date is read from, so Expires - Date is max-age exactly.
+        let expires =
+            UNIX_EPOCH + Duration::from_secs(crate::coarse_clock::unix_seconds() + self.max_age);
         if let Ok(v) = HeaderValue::from_str(&httpdate::fmt_http_date(expires)) {
             r.headers.push((http::header::EXPIRES, v));
         }

@@ -72,7 +72,8 @@ pub(crate) async fn serve(
     }
 }
 
-/// Starts this worker's parking of idle connections (`park`).
+/// Starts this worker's parking of idle connections (`park`) and its shutdown wake-up
+/// of waiting ones (`stop_wait`).
 pub(crate) fn start_worker(shared: &std::sync::Arc<crate::state::Shared>) {
     park::start(shared, resume);
     stop_wait::start(shared);

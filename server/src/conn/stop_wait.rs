@@ -1,13 +1,14 @@
 //! How a waiting HTTP/1.1 connection learns that the server stops: its waker sits in a
 //! list of this worker's, updated in place between requests, and the worker wakes them
 //! all once. A watch subscription per wait cost two locked list edits per request.
+//! Workers are current-thread runtimes, so a `StopWait` stays on the thread whose list
+//! holds its slot (checked in debug builds).
 
 use crate::shutdown::stopping;
 use std::cell::RefCell;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
-#[derive(Default)]
 struct Waiting {
     stopping: bool,
     wakers: Vec<Option<Waker>>,
@@ -15,11 +16,15 @@ struct Waiting {
 }
 
 thread_local! {
-    static WAITING: RefCell<Waiting> = RefCell::new(Waiting::default());
+    static WAITING: RefCell<Waiting> = const {
+        RefCell::new(Waiting { stopping: false, wakers: Vec::new(), free: Vec::new() })
+    };
 }
 
 /// Starts this worker's watch: at `Phase::Stopping` every waiting connection is woken.
 pub(super) fn start(shared: &Arc<crate::state::Shared>) {
+    // Taken into use now, before startup's pages go back (see `conn::start_worker`).
+    WAITING.with(|_| {});
     let mut phase = shared.shutdown.subscribe();
     tokio::spawn(async move {
         stopping(&mut phase).await;
@@ -46,6 +51,8 @@ pub(super) fn stopping_now() -> bool {
 #[derive(Default)]
 pub(super) struct StopWait {
     slot: Option<usize>,
+    #[cfg(debug_assertions)]
+    thread: Option<std::thread::ThreadId>,
 }
 
 impl StopWait {
@@ -56,6 +63,8 @@ impl StopWait {
             if w.stopping {
                 return Poll::Ready(());
             }
+            #[cfg(debug_assertions)]
+            debug_assert!(self.thread.is_none_or(|t| t == std::thread::current().id()));
             let slot = match self.slot {
                 Some(s) => s,
                 None => {
@@ -64,6 +73,10 @@ impl StopWait {
                         w.wakers.len() - 1
                     });
                     self.slot = Some(s);
+                    #[cfg(debug_assertions)]
+                    {
+                        self.thread = Some(std::thread::current().id());
+                    }
                     s
                 }
             };
@@ -106,11 +119,11 @@ mod tests {
     fn waiting_connections_are_woken_once_when_the_worker_stops_and_slots_are_reused() {
         // A thread of its own: the list is per thread.
         std::thread::spawn(|| {
-            let counts: Vec<Arc<Count>> = (0..3)
+            let counts: Vec<Arc<Count>> = (0..4)
                 .map(|_| Arc::new(Count(AtomicUsize::new(0))))
                 .collect();
             let mut waits: Vec<StopWait> = (0..3).map(|_| StopWait::default()).collect();
-            for (wait, count) in waits.iter_mut().zip(&counts) {
+            for (wait, count) in waits.iter_mut().zip(&counts[..3]) {
                 let waker = Waker::from(count.clone());
                 // Polled twice with the same waker: one slot, still pending.
                 for _ in 0..2 {
@@ -118,10 +131,10 @@ mod tests {
                 }
             }
             assert_eq!(WAITING.with(|w| w.borrow().wakers.len()), 3);
-            // A connection that ends gives its slot to the next one.
+            // A connection that ends gives its slot, and no waker, to the next one.
             drop(waits.pop());
             let mut next = StopWait::default();
-            let waker = Waker::from(counts[2].clone());
+            let waker = Waker::from(counts[3].clone());
             assert!(next.poll(&mut Context::from_waker(&waker)).is_pending());
             assert_eq!(WAITING.with(|w| w.borrow().wakers.len()), 3);
 
@@ -129,7 +142,11 @@ mod tests {
             stop_waiting();
             assert!(stopping_now());
             let woken: Vec<usize> = counts.iter().map(|c| c.0.load(Ordering::SeqCst)).collect();
-            assert_eq!(woken, [1, 1, 1], "each waiting connection woken once");
+            assert_eq!(
+                woken,
+                [1, 1, 0, 1],
+                "each waiting connection woken once, the one that ended not at all"
+            );
             for wait in waits.iter_mut().chain([&mut next]) {
                 assert!(wait.poll(&mut Context::from_waker(&waker)).is_ready());
             }

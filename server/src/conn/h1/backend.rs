@@ -108,7 +108,6 @@ pub(super) struct Link<'c> {
 pub(super) struct Client<'c> {
     pub peer: SocketAddr,
     pub local_port: u16,
-    pub remote: std::net::IpAddr,
     pub buf: &'c [u8],
 }
 
@@ -161,7 +160,7 @@ pub(super) async fn serve(
     let result = link.write_response(resp, shape, &mut sent).await;
     let ended = Instant::now();
     Exchange {
-        remote: client.remote,
+        remote: client.peer.ip(),
         request: logged.fields(client.buf, &method, Protocol::of_minor(minor)),
         outcome: Outcome {
             vhost,

@@ -108,7 +108,6 @@ struct Conn<'s> {
     peer: SocketAddr,
     /// The listener's port: SERVER_PORT for pool requests.
     local_port: u16,
-    /// The peer's address as text, for the access log.
     shared: &'s Arc<Shared>,
     /// Set on a TLS connection (kTLS or rustls).
     tls: Option<TlsSession>,
@@ -246,7 +245,6 @@ impl Conn<'_> {
                         let client = backend::Client {
                             peer: self.peer,
                             local_port: self.local_port,
-                            remote: self.peer.ip(),
                             buf: &self.buf,
                         };
                         // Boxed: the pool exchange's future would otherwise make every
