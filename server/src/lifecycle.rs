@@ -90,6 +90,7 @@ pub fn serve(
         metrics: metrics.clone(),
         shutdown: shutdown.clone(),
         permits: Arc::new(tokio::sync::Semaphore::new(settings.limits.max_connections)),
+        reclaim: Default::default(),
         tls: tls.clone(),
         settings,
     });

@@ -96,6 +96,8 @@ pub struct Metrics {
     pub connections_open: Gauge,
     /// Idle keep-alive connections parked out of their tasks (`conn::park`).
     pub connections_parked: Gauge,
+    /// Parked connections closed early to admit new ones at `max_connections`.
+    pub connections_reclaimed: Counter,
     pub cache_hits: Counter,
     pub cache_misses: Counter,
     pub cache_bytes: Gauge,
@@ -177,6 +179,12 @@ impl Metrics {
             "connections_parked",
             "Idle keep-alive connections parked out of their tasks (a subset of the open ones)",
             connections_parked.clone(),
+        );
+        let connections_reclaimed = Counter::default();
+        registry.register(
+            "connections_reclaimed",
+            "Idle parked connections closed before their keep-alive deadline to admit new ones at the connection limit",
+            connections_reclaimed.clone(),
         );
         let cache_hits = Counter::default();
         registry.register(
@@ -318,6 +326,7 @@ impl Metrics {
             response_bytes,
             connections_open,
             connections_parked,
+            connections_reclaimed,
             cache_hits,
             cache_misses,
             cache_bytes,

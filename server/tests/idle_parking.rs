@@ -1,6 +1,6 @@
 //! Idle keep-alive connections parked out of their tasks (`conn::park`): served again
-//! when they speak, closed at their keep-alive deadline and at shutdown, and still
-//! holding their place under `--max-connections` while parked.
+//! when they speak, closed at their keep-alive deadline and at shutdown, and the
+//! longest-idle one closed to admit a new connection at `--max-connections`.
 
 mod common;
 
@@ -117,27 +117,103 @@ fn waking_a_parked_connection_without_a_request_keeps_its_deadline() {
 }
 
 #[test]
-fn parked_connections_keep_their_place_under_max_connections() {
-    let (_site, srv, first, _) = parked(&["--max-connections", "1", "--keepalive-timeout", "60s"]);
-    // The second waits for a permit: no answer while the first is parked.
-    let mut second = TcpStream::connect(srv.addr).unwrap();
-    second.write_all(GET).unwrap();
-    second
+fn at_max_connections_the_longest_idle_parked_connection_makes_room() {
+    let (_site, srv, mut oldest, _) =
+        parked(&["--max-connections", "2", "--keepalive-timeout", "60s"]);
+    let mut newer = TcpStream::connect(srv.addr).unwrap();
+    assert_eq!(exchange(&mut newer), 200);
+    wait_metric(&srv, "skiff_connections_parked", 2.0);
+    // A third connection at the limit is served at once...
+    let mut third = TcpStream::connect(srv.addr).unwrap();
+    assert_eq!(exchange(&mut third), 200, "served at the limit");
+    // ...in the place of the one idle longest, and the newer idle one is kept.
+    wait_closed(&mut oldest);
+    assert_eq!(
+        exchange(&mut newer),
+        200,
+        "the newer idle connection was kept"
+    );
+    assert_eq!(srv.metric("skiff_connections_reclaimed_total"), Some(1.0));
+}
+
+/// With two workers a new connection often lands on the worker with nothing parked: that
+/// worker asks the other to close its idle connection. Ten rounds miss that path with
+/// probability 2^-9; every round must be served either way.
+#[test]
+fn a_worker_at_the_limit_takes_room_from_another_workers_idle_connection() {
+    let site = sample_site();
+    let srv = Server::start(
+        site.path(),
+        &[
+            "--threads",
+            "2",
+            "--max-connections",
+            "1",
+            "--keepalive-timeout",
+            "60s",
+        ],
+    );
+    let mut previous: Option<TcpStream> = None;
+    for round in 1..=10 {
+        let mut s = TcpStream::connect(srv.addr).unwrap();
+        assert_eq!(exchange(&mut s), 200, "round {round} was served");
+        if let Some(mut p) = previous.take() {
+            wait_closed(&mut p);
+        }
+        wait_metric(&srv, "skiff_connections_parked", 1.0);
+        previous = Some(s);
+    }
+    assert_eq!(srv.metric("skiff_connections_reclaimed_total"), Some(9.0));
+}
+
+/// A connection that waited for a permit and got it when a busy connection closed
+/// withdraws its ask: nothing idle is closed for it afterwards.
+#[test]
+fn an_ask_met_by_a_closing_connection_closes_no_idle_one_later() {
+    let site = sample_site();
+    let srv = Server::start(
+        site.path(),
+        &[
+            "--threads",
+            "1",
+            "--max-connections",
+            "1",
+            "--keepalive-timeout",
+            "60s",
+        ],
+    );
+    // Busy, not idle: half a request head.
+    let mut busy = TcpStream::connect(srv.addr).unwrap();
+    busy.write_all(b"GET /index.html HTTP/1.1\r\n").unwrap();
+    wait_metric(&srv, "skiff_connections_open", 1.0);
+    let mut waiting = TcpStream::connect(srv.addr).unwrap();
+    waiting.write_all(GET).unwrap();
+    waiting
         .set_read_timeout(Some(Duration::from_millis(600)))
         .unwrap();
     let mut buf = [0u8; 64];
     assert!(
-        second.read(&mut buf).is_err(),
-        "a second connection was served past --max-connections 1"
+        waiting.read(&mut buf).is_err(),
+        "a connection in the middle of a request was closed to make room"
     );
-    drop(first);
-    second
+    drop(busy);
+    waiting
         .set_read_timeout(Some(Duration::from_secs(5)))
         .unwrap();
-    let n = second
-        .read(&mut buf)
-        .expect("served once the parked one closed");
-    assert!(buf[..n].starts_with(b"HTTP/1.1 200"));
+    let mut head = Vec::new();
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = waiting
+            .read(&mut buf)
+            .expect("served once the busy one closed");
+        assert!(n > 0, "closed instead of served");
+        head.extend_from_slice(&buf[..n]);
+    }
+    assert!(head.starts_with(b"HTTP/1.1 200"));
+    // Now parked, it stays open: its own ask was withdrawn.
+    wait_metric(&srv, "skiff_connections_parked", 1.0);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(srv.metric("skiff_connections_parked"), Some(1.0));
+    assert_eq!(srv.metric("skiff_connections_reclaimed_total"), Some(0.0));
 }
 
 #[test]

@@ -22,6 +22,7 @@ mod stop_wait;
 mod tls;
 
 pub(crate) use admission::Admission;
+pub(crate) use park::close_longest_idle;
 
 use crate::settings::H2Engine;
 use std::net::SocketAddr;

@@ -12,6 +12,7 @@ use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpSocket};
+use tokio::sync::TryAcquireError;
 
 /// Binds a listening socket with SO_REUSEPORT so that every worker can own one.
 pub fn bind_listener(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
@@ -215,13 +216,29 @@ async fn accept_loop(
         // worker waiting for a permit before accepting could be handed one while the
         // waiting connection sits in another worker's queue. This way only a worker that
         // holds a connection waits, and the limit stays exact across workers.
-        let permit = tokio::select! {
-            biased;
-            _ = stopping(&mut phase) => return,
-            p = shared.permits.clone().acquire_owned() => match p {
-                Ok(p) => p,
-                Err(_) => return,
-            },
+        let permit = match shared.permits.clone().try_acquire_owned() {
+            Ok(p) => p,
+            Err(TryAcquireError::Closed) => return,
+            Err(TryAcquireError::NoPermits) => {
+                // At the limit: an idle keep-alive connection makes room for this one,
+                // this worker's own if it has one parked, else another worker's.
+                let asked = !crate::conn::close_longest_idle();
+                if asked {
+                    shared.reclaim.ask();
+                }
+                let permit = tokio::select! {
+                    biased;
+                    _ = stopping(&mut phase) => return,
+                    p = shared.permits.clone().acquire_owned() => match p {
+                        Ok(p) => p,
+                        Err(_) => return,
+                    },
+                };
+                if asked {
+                    shared.reclaim.withdraw();
+                }
+                permit
+            }
         };
         // TCP_NODELAY needs no setsockopt here: Linux copies it from the listening socket
         // (set in bind_listener) to each accepted one, as a test below checks.
