@@ -9,6 +9,7 @@ Requires wrk and a built skiff (target/release/skiff, or --skiff PATH).
 import argparse
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -78,6 +79,7 @@ def main():
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+        shutil.rmtree(work, ignore_errors=True)
     requests = int(re.search(r"(\d+) requests in", out).group(1))
     non2xx = int(m.group(1)) if (m := re.search(r"Non-2xx or 3xx responses: (\d+)", out)) else 0
     errors = 0

@@ -32,7 +32,7 @@ use skiff_e2e::{
     TestNamespace, FIELD_MANAGER,
 };
 use skiff_operator::crd::VirtualServer;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -195,11 +195,13 @@ fn normalize_serial(s: &str) -> String {
     hex.to_ascii_lowercase()
 }
 
-/// A scratch directory for PEM files that openssl and curl read from disk.
-fn scratch(ns: &TestNamespace) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("skiff-e2e-{}", ns.name));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A scratch directory for PEM files that openssl and curl read from disk, removed when
+/// the returned guard drops.
+fn scratch(ns: &TestNamespace) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("skiff-e2e-{}-", ns.name))
+        .tempdir()
+        .unwrap()
 }
 
 fn write(dir: &Path, name: &str, data: &[u8]) -> String {
@@ -235,7 +237,10 @@ async fn issued_secret(ns: &TestNamespace, issuers: &CaIssuers) -> (Vec<u8>, Vec
     let issuer = openssl(&["x509", "-noout", "-issuer", "-nameopt", "RFC2253"], crt);
     assert_eq!(issuer.trim(), format!("issuer=CN={} CA", issuers.ca));
     let dir = scratch(ns);
-    let (ca_file, crt_file) = (write(&dir, "ca.crt", ca), write(&dir, "tls.crt", crt));
+    let (ca_file, crt_file) = (
+        write(dir.path(), "ca.crt", ca),
+        write(dir.path(), "tls.crt", crt),
+    );
     let verified = openssl(&["verify", "-CAfile", &ca_file, &crt_file], b"");
     assert!(verified.contains(": OK"), "{verified}");
     assert_eq!(
@@ -519,7 +524,8 @@ async fn virtual_server_serves_the_issued_certificate_over_https() {
         },
     )
     .await;
-    let ca_file = write(&scratch(&ns), "ca.crt", &ca);
+    let dir = scratch(&ns);
+    let ca_file = write(dir.path(), "ca.crt", &ca);
     let out = Command::new("curl")
         .args(["--silent", "--show-error", "--fail", "--max-time", "10"])
         .args([
@@ -625,7 +631,7 @@ async fn virtual_server_serves_its_own_secret_and_a_replaced_one() {
     let ns = cluster.namespace("tls-secret").await;
     let release = setup(&cluster, &ns).await;
     let dir = scratch(&ns);
-    let (crt, key) = self_signed(&dir, "first", HOST);
+    let (crt, key) = self_signed(dir.path(), "first", HOST);
     ns.apply::<Secret>(tls_secret("site-cert", &crt, &key))
         .await;
     let mut vs = site("unused", 2);
@@ -652,7 +658,7 @@ async fn virtual_server_serves_its_own_secret_and_a_replaced_one() {
         },
     )
     .await;
-    let pinned = write(&dir, "first-pinned.crt", &crt);
+    let pinned = write(dir.path(), "first-pinned.crt", &crt);
     let curl = |args: &[&str]| {
         let out = Command::new("curl")
             .args(["--silent", "--show-error", "--max-time", "10"])
@@ -688,7 +694,7 @@ async fn virtual_server_serves_its_own_secret_and_a_replaced_one() {
     // The Secret's data replaced in place (what a renewal by any tool does).
     let before = edge_pods(&ns).await;
     assert_eq!(before.len(), 2, "two edge pods: {before:?}");
-    let (crt2, key2) = self_signed(&dir, "second", HOST);
+    let (crt2, key2) = self_signed(dir.path(), "second", HOST);
     let second = serial(&crt2);
     assert_ne!(first, second);
     ns.apply::<Secret>(tls_secret("site-cert", &crt2, &key2))
@@ -716,7 +722,7 @@ async fn virtual_server_serves_its_own_secret_and_a_replaced_one() {
         },
     )
     .await;
-    let pinned = write(&dir, "second-pinned.crt", &crt2);
+    let pinned = write(dir.path(), "second-pinned.crt", &crt2);
     let (ok, body, err) = curl(&["--cacert", &pinned, &format!("https://{HOST}/")]);
     assert!(
         ok,

@@ -204,9 +204,11 @@ async fn every_dashboard_query_and_rule_has_data_and_alerts_fire() {
     };
     // The site serves HTTPS from a Secret of its own, so the certificate expiry metric
     // and its alert have data (the certificate is valid for two days: the alert fires).
-    let certs = std::env::temp_dir().join(format!("skiff-e2e-{}", ns.name));
-    std::fs::create_dir_all(&certs).unwrap();
-    let (crt, key) = self_signed(&certs, "site", "site.example");
+    let certs = tempfile::Builder::new()
+        .prefix(&format!("skiff-e2e-{}-", ns.name))
+        .tempdir()
+        .unwrap();
+    let (crt, key) = self_signed(certs.path(), "site", "site.example");
     ns.apply::<Secret>(tls_secret("site-cert", &crt, &key))
         .await;
     let site_spec = json!({
