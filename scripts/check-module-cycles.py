@@ -32,7 +32,7 @@ LAYERS = {
         ["app"],
         ["static_files", "upstream"],
         ["http", "shaping", "metrics", "access_log", "settings", "shutdown", "error", "cache",
-         "fs", "copy_tree", "tls", "allocator", "startup_pages", "copy_tuning", "coarse_clock"],
+         "fs", "copy_tree", "tls", "allocator", "startup_pages", "copy_tuning", "coarse_clock", "idle_reclaim"],
     ],
 }
 PATH_RE = re.compile(r"\b(crate|super|self)((?:::[A-Za-z_][A-Za-z0-9_]*)+)")

@@ -26,6 +26,7 @@ mod error;
 mod exchange;
 mod fs;
 mod http;
+mod idle_reclaim;
 mod lifecycle;
 mod listener;
 mod metrics;

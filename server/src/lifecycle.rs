@@ -83,6 +83,9 @@ pub fn serve(
         None => None,
     };
     let shutdown = ShutdownControl::new();
+    metrics
+        .connections_max
+        .set(i64::try_from(settings.limits.max_connections).unwrap_or(i64::MAX));
     let shared = Arc::new(Shared {
         app: ArcSwap::from_pointee(app),
         cache,

@@ -94,6 +94,8 @@ pub struct Metrics {
     pub request_duration: Family<VhostLabels, Histogram, fn() -> Histogram>,
     pub response_bytes: Family<VhostLabels, Counter>,
     pub connections_open: Gauge,
+    /// The configured `max_connections`, so that saturation is `open / max`.
+    pub connections_max: Gauge,
     /// Idle keep-alive connections parked out of their tasks (`conn::park`).
     pub connections_parked: Gauge,
     /// Parked connections closed early to admit new ones at `max_connections`.
@@ -173,6 +175,12 @@ impl Metrics {
             "connections_open",
             "Client connections currently open",
             connections_open.clone(),
+        );
+        let connections_max = Gauge::default();
+        registry.register(
+            "connections_max",
+            "Client connections this server admits at once (max_connections)",
+            connections_max.clone(),
         );
         let connections_parked = Gauge::default();
         registry.register(
@@ -325,6 +333,7 @@ impl Metrics {
             request_duration,
             response_bytes,
             connections_open,
+            connections_max,
             connections_parked,
             connections_reclaimed,
             cache_hits,

@@ -134,6 +134,7 @@ fn at_max_connections_the_longest_idle_parked_connection_makes_room() {
         "the newer idle connection was kept"
     );
     assert_eq!(srv.metric("skiff_connections_reclaimed_total"), Some(1.0));
+    assert_eq!(srv.metric("skiff_connections_max"), Some(2.0));
 }
 
 /// With two workers a new connection often lands on the worker with nothing parked: that
@@ -164,6 +165,50 @@ fn a_worker_at_the_limit_takes_room_from_another_workers_idle_connection() {
         previous = Some(s);
     }
     assert_eq!(srv.metric("skiff_connections_reclaimed_total"), Some(9.0));
+}
+
+/// A burst of new connections at the limit, across two workers: the first ones take the
+/// idle connections' places, the rest those of the first ones once they are parked in
+/// turn. Every one is served, none waits for a keep-alive deadline (60 s).
+#[test]
+fn a_burst_at_the_limit_is_served_from_idle_connections() {
+    let site = sample_site();
+    let srv = Server::start(
+        site.path(),
+        &[
+            "--threads",
+            "2",
+            "--max-connections",
+            "4",
+            "--keepalive-timeout",
+            "60s",
+        ],
+    );
+    let mut idle = Vec::new();
+    for _ in 0..4 {
+        let mut s = TcpStream::connect(srv.addr).unwrap();
+        assert_eq!(exchange(&mut s), 200);
+        idle.push(s);
+    }
+    wait_metric(&srv, "skiff_connections_parked", 4.0);
+    let addr = srv.addr;
+    let burst: Vec<_> = (0..8)
+        .map(|_| {
+            std::thread::spawn(move || {
+                let mut s = TcpStream::connect(addr).unwrap();
+                (exchange(&mut s), s)
+            })
+        })
+        .collect();
+    // Held until the count is read: a connection closing would make room by itself.
+    let served: Vec<_> = burst
+        .into_iter()
+        .map(|client| client.join().expect("served within 5 s"))
+        .collect();
+    for (i, (status, _)) in served.iter().enumerate() {
+        assert_eq!(*status, 200, "connection {i} of the burst");
+    }
+    assert_eq!(srv.metric("skiff_connections_reclaimed_total"), Some(8.0));
 }
 
 /// A connection that waited for a permit and got it when a busy connection closed

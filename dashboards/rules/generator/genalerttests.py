@@ -118,6 +118,27 @@ tests.append({
     ],
 })
 
+# 3b. Connections: shop-0 at 95 % of its limit for 20 minutes; shop-1 at 50 %, and docs-0
+# above 90 % for only 10 minutes.
+name = "SkiffConnectionsNearLimit"
+def conns(vs, pod, metric, values):
+    return s(f'skiff_connections_{metric}{{namespace="web",virtualserver="{vs}",pod="{pod}"}}', values)
+tests.append({
+    "interval": "1m",
+    "input_series": [
+        conns("shop", "shop-0", "open", "100x5 9500x40"), conns("shop", "shop-0", "max", "10000x45"),
+        conns("shop", "shop-1", "open", "5000x45"), conns("shop", "shop-1", "max", "10000x45"),
+        conns("docs", "docs-0", "open", "9800x10 100x35"), conns("docs", "docs-0", "max", "10000x45"),
+    ],
+    "alert_rule_test": [
+        {"eval_time": "15m", "alertname": name, "exp_alerts": []},
+        {"eval_time": "25m", "alertname": name, "exp_alerts": [simple(name, "warning",
+            "Pod shop-0 of VirtualServer web/shop is near its connection limit.",
+            "For 15 minutes pod shop-0 of VirtualServer web/shop has held more than 90 % of the connections it admits (95% now). At the limit a new connection takes the place of the longest-idle keep-alive one (skiff_connections_reclaimed_total), and waits unserved when none is idle.",
+            namespace="web", virtualserver="shop", pod="shop-0")]},
+    ],
+})
+
 # 4. Reload failures.
 name = "SkiffConfigReloadFailed"
 def reloads(pod, result, values):

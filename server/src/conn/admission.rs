@@ -33,6 +33,14 @@ impl Admission {
     }
 }
 
+impl Admission {
+    /// Takes the connection's permit, to hand to a new connection before this one closes
+    /// (`park::close_longest_idle`): it then never goes back through the semaphore's queue.
+    pub fn take_permit(&mut self) -> Option<OwnedSemaphorePermit> {
+        self.permit.take()
+    }
+}
+
 impl Drop for Admission {
     fn drop(&mut self) {
         self.shared.metrics.connections_open.dec();

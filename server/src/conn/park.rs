@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
-use tokio::sync::Notify;
+use tokio::sync::{Notify, OwnedSemaphorePermit};
 
 /// Silence after which a connection is parked. Requests of one page load follow each
 /// other within milliseconds; past this the client waits on its user, and parking and
@@ -122,10 +122,10 @@ pub(crate) fn start(shared: &Arc<crate::state::Shared>, resume: fn(Parked)) {
     tokio::spawn(watch(watched, wake, shared.clone()));
 }
 
-/// Closes this worker's longest-idle parked connection, giving its permit back; false
-/// when the worker has none parked.
-pub(crate) fn close_longest_idle() -> bool {
-    with_set(Set::close_longest_idle).unwrap_or(false)
+/// Closes this worker's longest-idle parked connection and returns its permit, for a new
+/// connection to take at once; `None` when the worker has none parked.
+pub(crate) fn close_longest_idle() -> Option<OwnedSemaphorePermit> {
+    with_set(Set::close_longest_idle).flatten()
 }
 
 /// Parks an idle connection (one with nothing buffered and nothing to send) until it is
@@ -217,22 +217,28 @@ impl Set {
     }
 
     /// Closes the parked connection with the earliest keep-alive deadline, which is the
-    /// one whose last request is oldest; false when none is parked.
-    fn close_longest_idle(&mut self) -> bool {
+    /// one whose last request is oldest, and returns its permit; `None` when none is
+    /// parked. One whose next request has already arrived is resumed instead: closing a
+    /// socket with unread bytes resets it, and the request would be lost.
+    fn close_longest_idle(&mut self) -> Option<OwnedSemaphorePermit> {
         while let Some(Reverse((_, idx, gen))) = self.deadlines.pop() {
             // Entries of resumed connections stay in the heap: skip them.
-            let Some(conn) = self.slots[idx as usize].conn.as_ref() else {
+            let slot = &self.slots[idx as usize];
+            let Some(conn) = slot.conn.as_ref().filter(|_| slot.gen == gen) else {
                 continue;
             };
-            if self.slots[idx as usize].gen != gen {
+            let speaking = has_unread_bytes(&conn.stream);
+            let Some(mut conn) = self.take(idx, gen) else {
+                continue;
+            };
+            if speaking {
+                (self.resume)(conn);
                 continue;
             }
             conn.admission.shared.metrics.connections_reclaimed.inc();
-            // Taken or not (an epoll_ctl failure), the socket closes and its permit returns.
-            drop(self.take(idx, gen));
-            return true;
+            return conn.admission.take_permit();
         }
-        false
+        None
     }
 
     /// Closes the connections whose keep-alive deadline has passed; returns the next one.
@@ -310,12 +316,11 @@ async fn watch(epoll: AsyncFd<OwnedFd>, wake: Arc<Notify>, shared: Arc<crate::st
             crate::allocator::give_back_free_pages();
         }
         let next = with_set(|s| {
-            // Another worker ran out of permits and had no idle connection of its own.
-            while shared.reclaim.take() {
-                if !s.close_longest_idle() {
-                    shared.reclaim.ask_again();
-                    break;
-                }
+            // An accept loop ran out of permits and its worker had no idle connection. An
+            // ask this set cannot meet leaves its heap empty, so the next connection
+            // parked here wakes this task (`armed` is then None) and meets it.
+            if shared.reclaim.waiting() {
+                shared.reclaim.meet(|| s.close_longest_idle());
             }
             if s.since_collect >= COLLECT_BURST {
                 s.since_collect = 0;
@@ -354,5 +359,46 @@ async fn watch(epoll: AsyncFd<OwnedFd>, wake: Arc<Notify>, shared: Arc<crate::st
             () = sleep => {}
             () = wake.notified() => {}
         }
+    }
+}
+
+/// Whether the peer has sent bytes not yet read (a peek that never blocks; the end of the
+/// stream is not bytes).
+fn has_unread_bytes(stream: &std::net::TcpStream) -> bool {
+    let mut byte = [0u8; 1];
+    let peeked = rustix::net::recv(
+        stream,
+        &mut byte,
+        rustix::net::RecvFlags::PEEK | rustix::net::RecvFlags::DONTWAIT,
+    );
+    matches!(peeked, Ok((n, _)) if n > 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn unread_bytes_are_seen_without_being_consumed() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (server, _) = listener.accept().unwrap();
+        assert!(!has_unread_bytes(&server), "an idle socket");
+        client.write_all(b"GET / HTTP/1.1\r\n").unwrap();
+        let end = Instant::now() + Duration::from_secs(5);
+        while !has_unread_bytes(&server) {
+            assert!(Instant::now() < end, "the request never showed");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(has_unread_bytes(&server), "the peek consumed the bytes");
+        drop(client);
+        let mut rest = Vec::new();
+        std::io::Read::read_to_end(&mut &server, &mut rest).unwrap();
+        assert_eq!(rest, b"GET / HTTP/1.1\r\n");
+        assert!(
+            !has_unread_bytes(&server),
+            "the end of the stream is not bytes"
+        );
     }
 }

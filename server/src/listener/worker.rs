@@ -219,26 +219,24 @@ async fn accept_loop(
         let permit = match shared.permits.clone().try_acquire_owned() {
             Ok(p) => p,
             Err(TryAcquireError::Closed) => return,
-            Err(TryAcquireError::NoPermits) => {
-                // At the limit: an idle keep-alive connection makes room for this one,
-                // this worker's own if it has one parked, else another worker's.
-                let asked = !crate::conn::close_longest_idle();
-                if asked {
-                    shared.reclaim.ask();
+            // At the limit: an idle keep-alive connection makes room for this one, this
+            // worker's own if it has one parked, else another worker's, else the first
+            // to close or go idle. Its permit is handed over, not queued for.
+            Err(TryAcquireError::NoPermits) => match crate::conn::close_longest_idle() {
+                Some(p) => p,
+                None => {
+                    let mut room = shared.reclaim.ask();
+                    tokio::select! {
+                        biased;
+                        _ = stopping(&mut phase) => return,
+                        Ok(p) = &mut room => p,
+                        p = shared.permits.clone().acquire_owned() => match p {
+                            Ok(p) => p,
+                            Err(_) => return,
+                        },
+                    }
                 }
-                let permit = tokio::select! {
-                    biased;
-                    _ = stopping(&mut phase) => return,
-                    p = shared.permits.clone().acquire_owned() => match p {
-                        Ok(p) => p,
-                        Err(_) => return,
-                    },
-                };
-                if asked {
-                    shared.reclaim.withdraw();
-                }
-                permit
-            }
+            },
         };
         // TCP_NODELAY needs no setsockopt here: Linux copies it from the listening socket
         // (set in bind_listener) to each accepted one, as a test below checks.
