@@ -138,14 +138,19 @@ def build():
     pods = [
         timeseries(
             "Open connections",
-            "Client connections open, summed over the pods, and of them the idle keep-alive "
-            "ones parked out of their tasks (about 300 bytes each).",
+            "Client connections open, summed over the pods, of them the idle keep-alive "
+            "ones parked out of their tasks (about 300 bytes each), and the pods' limit "
+            "(max_connections each). At the limit a new connection takes an idle one's place.",
             "short",
             [
                 query(f"sum by ({BY_VS}) (skiff_connections_open{{{VS}}})", LEGEND_VS),
                 query(
                     f"sum by ({BY_VS}) (skiff_connections_parked{{{VS}}})",
                     LEGEND_VS + " parked",
+                ),
+                query(
+                    f"sum by ({BY_VS}) (skiff_connections_max{{{VS}}})",
+                    LEGEND_VS + " limit",
                 ),
             ],
             span=8,
