@@ -50,25 +50,40 @@ impl IdleReclaim {
 
     /// Meets the open asks, oldest first, with permits from `make_room` (which closes an
     /// idle connection) until it has none or no ask is open. Returns how many were met.
+    /// An ask stays queued, and `waiting` true, until a permit is in hand for it: taken
+    /// out while a set that has nothing idle tries, it would hide from a set that has.
     pub fn meet(&self, mut make_room: impl FnMut() -> Option<OwnedSemaphorePermit>) -> usize {
         let mut met = 0;
-        loop {
-            let Some(ask) = self.next_open() else {
+        while self.any_open() {
+            let Some(mut permit) = make_room() else {
                 return met;
             };
-            let Some(permit) = make_room() else {
-                // Kept for another worker, or for a connection this one parks later.
-                let mut asks = lock(&self.asks);
-                asks.push_front(ask);
-                self.queued.store(asks.len(), Ordering::Release);
-                return met;
-            };
-            // A waiter served meanwhile has dropped its receiver: the permit then goes
-            // back to the semaphore, to whoever waits there.
-            if ask.send(permit).is_ok() {
-                met += 1;
+            // Whoever asked first gets it. A waiter that left meanwhile hands it back, and
+            // with no ask left (another set met it) it goes back to the semaphore.
+            loop {
+                let Some(ask) = self.next_open() else {
+                    return met;
+                };
+                match ask.send(permit) {
+                    Ok(()) => {
+                        met += 1;
+                        break;
+                    }
+                    Err(back) => permit = back,
+                }
             }
         }
+        met
+    }
+
+    /// Whether an ask is open, dropping the withdrawn ones ahead of it.
+    fn any_open(&self) -> bool {
+        let mut asks = lock(&self.asks);
+        while asks.front().is_some_and(|ask| ask.is_closed()) {
+            asks.pop_front();
+        }
+        self.queued.store(asks.len(), Ordering::Release);
+        !asks.is_empty()
     }
 
     fn next_open(&self) -> Option<oneshot::Sender<OwnedSemaphorePermit>> {
@@ -147,6 +162,35 @@ mod tests {
             "an idle connection was closed for a withdrawn ask"
         );
         assert!(!reclaim.waiting());
+    }
+
+    /// A set with nothing idle that is trying an ask must not hide it from the others:
+    /// one that looks meanwhile still sees it waiting, and meets it.
+    #[tokio::test]
+    async fn an_ask_stays_visible_while_a_set_with_nothing_idle_tries_it() {
+        let reclaim = Arc::new(IdleReclaim::default());
+        let sem = Arc::new(Semaphore::new(1));
+        let rx = reclaim.ask();
+        let trying = {
+            let reclaim = reclaim.clone();
+            std::thread::spawn(move || {
+                for _ in 0..50 {
+                    reclaim.meet(|| {
+                        std::thread::sleep(std::time::Duration::from_millis(1));
+                        None
+                    });
+                }
+            })
+        };
+        let mut looks = 0;
+        while !trying.is_finished() {
+            assert!(reclaim.waiting(), "the ask hid while another set tried it");
+            looks += 1;
+        }
+        trying.join().unwrap();
+        assert!(looks > 1_000, "looked only {looks} times");
+        assert_eq!(reclaim.meet(|| Some(permit(&sem))), 1);
+        assert!(rx.await.is_ok());
     }
 
     /// A permit sent to a waiter that has just gone returns to the semaphore.

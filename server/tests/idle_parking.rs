@@ -167,7 +167,7 @@ fn a_worker_at_the_limit_takes_room_from_another_workers_idle_connection() {
     assert_eq!(srv.metric("skiff_connections_reclaimed_total"), Some(9.0));
 }
 
-/// A burst of new connections at the limit, across two workers: the first ones take the
+/// A burst of new connections at the limit, across three workers: the first ones take the
 /// idle connections' places, the rest those of the first ones once they are parked in
 /// turn. Every one is served, none waits for a keep-alive deadline (60 s).
 #[test]
