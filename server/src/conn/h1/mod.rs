@@ -314,7 +314,9 @@ impl Conn<'_> {
                 }
                 tokio::select! {
                     biased;
-                    r = self.stream.tcp().readable() => r?,
+                    // The stream's single reader slot, not `readable()`'s waiter list: one
+                    // task reads this socket, and the slot is cheaper to fill and to wake.
+                    r = std::future::poll_fn(|cx| self.stream.tcp().poll_read_ready(cx)) => r?,
                     _ = timer.as_mut() => {
                         let deadline = match self.partial_since {
                             Some(t) => t + header_timeout,
