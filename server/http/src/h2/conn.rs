@@ -338,9 +338,16 @@ impl Connection {
     /// The next event, in the order the frames arrived.
     pub fn poll_event(&mut self) -> Option<Event> {
         let ev = self.events.pop_front();
-        // A burst's queue is given back once drained, so an idle connection holds little.
-        if ev.is_none() && self.events.capacity() * std::mem::size_of::<Event>() > KEEP_EVENTS {
+        // A burst's queue is given back once drained, and any queue once no stream is
+        // open: an idle connection holds no event capacity (a few requests' worth, about
+        // 800 bytes, was most of an idle connection's state).
+        if ev.is_none()
+            && self.events.capacity() > 0
+            && (self.streams.len() == 0
+                || self.events.capacity() * std::mem::size_of::<Event>() > KEEP_EVENTS)
+        {
             self.events = VecDeque::new();
+            self.decoder.release_scratch();
         }
         ev
     }

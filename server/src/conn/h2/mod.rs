@@ -125,7 +125,9 @@ where
     trim(&mut d.out);
     if end == End::Close {
         let grace = shared.settings.limits.header_timeout.min(LINGER);
-        let _ = tokio::time::timeout(grace, linger(&mut d.io)).await;
+        // Boxed: its timer and read buffer would otherwise be reserved in every
+        // connection's future for its whole life.
+        let _ = Box::pin(tokio::time::timeout(grace, linger(&mut d.io))).await;
     }
 }
 
@@ -272,6 +274,7 @@ impl<I: AsyncRead + AsyncWrite + Unpin> Driver<I> {
                 if drained {
                     trim(&mut self.out);
                     self.written = 0;
+                    self.streams.shrink_if_idle();
                 }
                 return Poll::Pending;
             }

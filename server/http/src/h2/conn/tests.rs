@@ -244,6 +244,9 @@ fn a_request_and_its_response() {
         p.conn.send_data(1, Bytes::new(), true),
         Err(SendError::Closed)
     );
+    // Idle, the connection holds no event queue (it held a few requests' worth).
+    assert!(p.conn.poll_event().is_none());
+    assert_eq!(p.conn.events.capacity(), 0);
     // The second response's block is a few bytes: the table did its work.
     p.get(3).unwrap();
     p.events();
