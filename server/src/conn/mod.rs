@@ -113,7 +113,7 @@ pub(crate) async fn serve_tls(
     local_port: u16,
     admission: Admission,
 ) {
-    Box::pin(tls::serve(stream, peer, local_port, &admission.shared)).await;
+    Box::pin(tls::serve(stream, peer, local_port, admission)).await;
 }
 
 #[cfg(test)]

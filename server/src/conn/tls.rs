@@ -5,6 +5,7 @@
 //! kernel (kTLS), on the socket itself with sendfile; hyper takes what the fast path
 //! hands over.
 
+use super::admission::Admission;
 use super::h1;
 use super::h1::transport::Transport;
 use super::hyper::Wire;
@@ -23,13 +24,16 @@ use std::task::{ready, Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
-/// Serves one accepted connection on the TLS listener until it closes.
+/// Handshakes one accepted connection on the TLS listener, then serves it in a task of
+/// its own, sized for the protocol chosen: the handshake's future (with every protocol's
+/// inline, about 9 KB) is not kept reserved for the connection's life.
 pub(super) async fn serve(
     stream: TcpStream,
     peer: SocketAddr,
     local_port: u16,
-    shared: &Arc<Shared>,
+    admission: Admission,
 ) {
+    let shared = &admission.shared.clone();
     let Some(tls) = shared.tls.clone() else {
         return;
     };
@@ -88,7 +92,11 @@ pub(super) async fn serve(
             Handover::Kernel(socket, kernel) => {
                 mode("kernel");
                 tracing::trace!(peer = %peer, version = ?kernel.version, cipher = ?kernel.cipher, "TLS session in the kernel");
-                serve_kernel(socket, kernel, session, peer, local_port, shared).await;
+                let shared = shared.clone();
+                tokio::spawn(async move {
+                    serve_kernel(socket, kernel, session, peer, local_port, &shared).await;
+                    drop(admission);
+                });
                 return;
             }
             Handover::Userspace(s) => stream = s,
@@ -107,35 +115,55 @@ pub(super) async fn serve(
         tls: Some(session.clone()),
     };
     let send_timeout = shared.settings.limits.send_timeout;
+    let shared = shared.clone();
     match wire {
         Wire::Http2 if shared.settings.h2_engine == H2Engine::Skiff => {
-            super::h2::serve(
-                SendDeadline::new(stream, send_timeout),
-                origin,
-                shared.clone(),
-            )
-            .await
+            tokio::spawn(async move {
+                super::h2::serve(SendDeadline::new(stream, send_timeout), origin, shared).await;
+                drop(admission);
+            });
         }
         Wire::Http2 => {
-            let io = SendDeadline::new(stream, send_timeout);
-            super::hyper::serve(io, wire, origin, shared.clone()).await
+            tokio::spawn(async move {
+                let io = SendDeadline::new(stream, send_timeout);
+                super::hyper::serve(io, wire, origin, shared).await;
+                drop(admission);
+            });
         }
         Wire::Http1 => {
-            let on_tls = h1::OnTls {
-                session,
-                records: None,
-            };
-            let stream = Transport::Rustls(Box::new(stream));
-            let h1::Ended::Handoff(Transport::Rustls(stream), prefix, _) =
-                h1::serve(stream, peer, local_port, shared, Some(on_tls), None).await
-            else {
-                return;
-            };
-            let io = SendDeadline::new(Rewind::new(stream, prefix), send_timeout);
-            // ALPN said http/1.1 or nothing: an h2 preface here is refused, as on kTLS.
-            super::hyper::serve(io, Wire::Http1, origin, shared.clone()).await
+            tokio::spawn(async move {
+                serve_rustls_h1(stream, session, origin, &shared).await;
+                drop(admission);
+            });
         }
     }
+}
+
+/// Serves HTTP/1.1 over rustls: the fast path, and hyper for what it hands over.
+async fn serve_rustls_h1(
+    stream: tokio_rustls::server::TlsStream<HandshakeIo<TcpStream>>,
+    session: TlsSession,
+    origin: Origin,
+    shared: &Arc<Shared>,
+) {
+    let on_tls = h1::OnTls {
+        session,
+        records: None,
+    };
+    let (peer, local_port) = (origin.peer, origin.local_port);
+    let stream = Transport::Rustls(Box::new(stream));
+    let h1::Ended::Handoff(Transport::Rustls(stream), prefix, _) =
+        h1::serve(stream, peer, local_port, shared, Some(on_tls), None).await
+    else {
+        return;
+    };
+    let io = SendDeadline::new(
+        Rewind::new(stream, prefix),
+        shared.settings.limits.send_timeout,
+    );
+    // ALPN said http/1.1 or nothing: an h2 preface here is refused, as on kTLS.
+    // Boxed: hyper's future is kilobytes, and this task is sized for the fast path.
+    Box::pin(super::hyper::serve(io, Wire::Http1, origin, shared.clone())).await
 }
 
 /// Serves HTTP/1.1 on a socket whose TLS records the kernel makes: the fast path with
@@ -169,7 +197,8 @@ async fn serve_kernel(
         tls: Some(session),
     };
     // ALPN said http/1.1 or nothing: an h2 preface here is refused as on rustls.
-    super::hyper::serve(io, Wire::Http1, origin, shared.clone()).await;
+    // Boxed: hyper's future is kilobytes, and this task is sized for the fast path.
+    Box::pin(super::hyper::serve(io, Wire::Http1, origin, shared.clone())).await;
 }
 
 /// hyper's I/O on a kTLS socket: the peer's control records (close_notify, KeyUpdate)
