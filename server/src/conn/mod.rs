@@ -62,16 +62,15 @@ pub(crate) async fn serve(
             };
             // A task of its own: this one's future is sized for the fast path (about
             // 1.4 KB), which a long-lived HTTP/2 connection would otherwise keep reserved.
-            // hyper's future, kilobytes, stays boxed so the task is sized for Skiff's driver.
             let shared = shared.clone();
-            tokio::spawn(async move {
-                let _admission = admission;
-                if wire == hyper::Wire::Http2 && shared.settings.h2_engine == H2Engine::Skiff {
-                    h2::serve(io, origin, shared).await;
-                } else {
+            if wire == hyper::Wire::Http2 && shared.settings.h2_engine == H2Engine::Skiff {
+                tokio::spawn(h2::serve(io, origin, shared, admission));
+            } else {
+                tokio::spawn(async move {
                     Box::pin(hyper::serve(io, wire, origin, shared)).await;
-                }
-            });
+                    drop(admission);
+                });
+            }
         }
         // A plain connection stays plain.
         h1::Ended::Handoff(h1::transport::Transport::Rustls(_), ..) => {}

@@ -118,10 +118,8 @@ pub(super) async fn serve(
     let shared = shared.clone();
     match wire {
         Wire::Http2 if shared.settings.h2_engine == H2Engine::Skiff => {
-            tokio::spawn(async move {
-                super::h2::serve(SendDeadline::new(stream, send_timeout), origin, shared).await;
-                drop(admission);
-            });
+            let io = SendDeadline::new(stream, send_timeout);
+            tokio::spawn(super::h2::serve(io, origin, shared, admission));
         }
         Wire::Http2 => {
             tokio::spawn(async move {

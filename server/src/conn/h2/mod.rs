@@ -89,21 +89,30 @@ fn config(shared: &Shared) -> Config {
     }
 }
 
-/// Serves one HTTP/2 connection until it closes.
-pub(super) async fn serve<I>(io: I, origin: Origin, shared: Arc<Shared>)
+/// Serves one HTTP/2 connection until it closes, then drops `hold` (the connection's
+/// admission). The driver is built here, before the future: spawned as it is, the future
+/// holds the driver alone, not also the arguments it was built from (an idle
+/// connection's task is this future).
+pub(super) fn serve<I, H>(
+    io: I,
+    origin: Origin,
+    shared: Arc<Shared>,
+    hold: H,
+) -> impl Future<Output = ()> + Send
 where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    H: Send + 'static,
 {
-    let peer = origin.peer;
     let activity = Activity::new();
+    let watcher = watcher(&shared, &activity, true);
     let ctx = Arc::new(Ctx {
         origin,
-        activity: activity.clone(),
-        shared: shared.clone(),
+        activity,
+        shared,
     });
     let mut d = Driver {
         io,
-        conn: Connection::new(config(&shared)),
+        conn: Connection::new(config(&ctx.shared)),
         streams: Streams::default(),
         out: Vec::new(),
         written: 0,
@@ -111,23 +120,26 @@ where
         batch_max: FIRST_BATCH,
         batch_waited: false,
         partial: Vec::new(),
-        watcher: Some(watcher(&shared, &activity, true)),
+        watcher: Some(watcher),
         failed: false,
         blocked: None,
         data_sent: 0,
         ctx,
     };
-    let end = poll_fn(|cx| d.poll(cx)).await;
-    tracing::trace!(peer = %peer, ?end, "HTTP/2 connection ended");
-    // Handlers and bodies are dropped (and recorded) before the linger, and the batch
-    // buffer goes back: the GOAWAY has been written.
-    d.streams = Streams::default();
-    trim(&mut d.out);
-    if end == End::Close {
-        let grace = shared.settings.limits.header_timeout.min(LINGER);
-        // Boxed: its timer and read buffer would otherwise be reserved in every
-        // connection's future for its whole life.
-        let _ = Box::pin(tokio::time::timeout(grace, linger(&mut d.io))).await;
+    async move {
+        let end = poll_fn(|cx| d.poll(cx)).await;
+        tracing::trace!(peer = %d.ctx.origin.peer, ?end, "HTTP/2 connection ended");
+        // Handlers and bodies are dropped (and recorded) before the linger, and the batch
+        // buffer goes back: the GOAWAY has been written.
+        d.streams = Streams::default();
+        trim(&mut d.out);
+        if end == End::Close {
+            let grace = d.ctx.shared.settings.limits.header_timeout.min(LINGER);
+            // Boxed: its timer and read buffer would otherwise be reserved in every
+            // connection's future for its whole life.
+            let _ = Box::pin(tokio::time::timeout(grace, linger(&mut d.io))).await;
+        }
+        drop(hold);
     }
 }
 
@@ -461,6 +473,29 @@ mod tests {
         big.push(0u8);
         trim(&mut big);
         assert_eq!(kept(), before);
+    }
+
+    /// The task of an HTTP/2 connection is this future: the driver, the connection's
+    /// admission and little else (the arguments the driver is built from are not kept
+    /// beside it, nor the linger's timer).
+    #[test]
+    fn a_connections_task_is_its_driver_and_little_else() {
+        fn future_size<A, B, C, D, F>(_f: impl Fn(A, B, C, D) -> F) -> usize {
+            std::mem::size_of::<F>()
+        }
+        type Io = crate::conn::send_deadline::SendDeadline<
+            crate::conn::rewind::Rewind<tokio::net::TcpStream>,
+        >;
+        let task = future_size(
+            |io: Io, origin: Origin, shared: Arc<Shared>, hold: crate::conn::Admission| {
+                serve(io, origin, shared, hold)
+            },
+        );
+        let driver = std::mem::size_of::<Driver<Io>>();
+        assert!(
+            task <= driver + 128,
+            "an HTTP/2 connection's future is {task} bytes, its driver {driver}"
+        );
     }
 
     #[test]
