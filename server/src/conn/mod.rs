@@ -28,8 +28,9 @@ use crate::settings::H2Engine;
 use std::net::SocketAddr;
 use tokio::net::TcpStream;
 
-/// Serves one accepted plain-HTTP connection until it closes or is parked; `resumed` is
-/// the last request's time of a parked connection that is readable again.
+/// Serves one accepted plain-HTTP connection until it closes, is parked, or is handed to
+/// a task of its own (HTTP/2, hyper); `resumed` is the last request's time of a parked
+/// connection that is readable again.
 pub(crate) async fn serve(
     stream: TcpStream,
     peer: SocketAddr,
@@ -66,8 +67,10 @@ pub(crate) async fn serve(
             if wire == hyper::Wire::Http2 && shared.settings.h2_engine == H2Engine::Skiff {
                 tokio::spawn(h2::serve(io, origin, shared, admission));
             } else {
+                // Boxed before the spawn, so the task does not hold `io` twice.
+                let serving = Box::pin(hyper::serve(io, wire, origin, shared));
                 tokio::spawn(async move {
-                    Box::pin(hyper::serve(io, wire, origin, shared)).await;
+                    serving.await;
                     drop(admission);
                 });
             }
@@ -105,7 +108,8 @@ fn resume(conn: park::Parked) {
     });
 }
 
-/// Serves one accepted connection on the TLS listener until it closes.
+/// Handshakes one accepted connection on the TLS listener; it is then served in a task
+/// of its own (`tls::serve`).
 pub(crate) async fn serve_tls(
     stream: TcpStream,
     peer: SocketAddr,
@@ -125,10 +129,10 @@ mod tests {
     }
 
     /// A connection's task reserves its future's whole size for as long as it lives. The
-    /// rare paths (TLS, hyper, pool requests, writers that must wait) are boxed so that a
-    /// keep-alive connection's task stays near 1 KiB (it was 9 KiB before, the TLS path's
-    /// size) while it is served; once idle it is parked and holds no task (`park`;
-    /// BENCHMARKS.md, idle connections).
+    /// rare paths (TLS's handshake, pool requests, writers that must wait) are boxed, and
+    /// HTTP/2 and hyper move to tasks of their own, so that a keep-alive connection's task
+    /// stays near 1 KiB (it was 9 KiB before, the TLS path's size) while it is served;
+    /// once idle it is parked and holds no task (`park`; BENCHMARKS.md, idle connections).
     #[test]
     fn connection_tasks_reserve_little_for_rare_paths() {
         let plain = future_size(|s: TcpStream, p: SocketAddr, l: u16, a: Admission| {

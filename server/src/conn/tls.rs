@@ -86,7 +86,7 @@ pub(super) async fn serve(
             .get_or_create(&TlsModeLabels { mode })
             .inc();
     };
-    // HTTP/2 stays on hyper over rustls: only HTTP/1.1 has a sendfile path to gain.
+    // HTTP/2 stays over rustls: only HTTP/1.1 has a sendfile path to gain.
     if for_kernel && wire == Wire::Http1 {
         match ktls::into_kernel(stream) {
             Handover::Kernel(socket, kernel) => {
@@ -121,14 +121,18 @@ pub(super) async fn serve(
             let io = SendDeadline::new(stream, send_timeout);
             tokio::spawn(super::h2::serve(io, origin, shared, admission));
         }
+        // What the tasks capture is small (a box, a pointer): captured whole, the stream
+        // would be held twice, in the task's captures and in the future it moved into.
         Wire::Http2 => {
+            let io = SendDeadline::new(stream, send_timeout);
+            let serving = Box::pin(super::hyper::serve(io, wire, origin, shared));
             tokio::spawn(async move {
-                let io = SendDeadline::new(stream, send_timeout);
-                super::hyper::serve(io, wire, origin, shared).await;
+                serving.await;
                 drop(admission);
             });
         }
         Wire::Http1 => {
+            let stream = Transport::Rustls(Box::new(stream));
             tokio::spawn(async move {
                 serve_rustls_h1(stream, session, origin, &shared).await;
                 drop(admission);
@@ -137,9 +141,10 @@ pub(super) async fn serve(
     }
 }
 
-/// Serves HTTP/1.1 over rustls: the fast path, and hyper for what it hands over.
+/// Serves HTTP/1.1 over rustls (`stream` is `Transport::Rustls`): the fast path, and
+/// hyper for what it hands over.
 async fn serve_rustls_h1(
-    stream: tokio_rustls::server::TlsStream<HandshakeIo<TcpStream>>,
+    stream: Transport,
     session: TlsSession,
     origin: Origin,
     shared: &Arc<Shared>,
@@ -149,7 +154,6 @@ async fn serve_rustls_h1(
         records: None,
     };
     let (peer, local_port) = (origin.peer, origin.local_port);
-    let stream = Transport::Rustls(Box::new(stream));
     let h1::Ended::Handoff(Transport::Rustls(stream), prefix, _) =
         h1::serve(stream, peer, local_port, shared, Some(on_tls), None).await
     else {

@@ -182,8 +182,12 @@ struct Block {
 
 /// How many recently closed streams are remembered (see `Connection::recent`).
 const RECENT: usize = 32;
-/// Bytes of event queue capacity kept once it is drained.
+/// Bytes of event queue capacity kept once it is drained while streams are open (none
+/// is kept once no stream is open).
 const KEEP_EVENTS: usize = 8 << 10;
+/// Events room made at once when the queue starts again from nothing: a browser's or
+/// load generator's burst, in one allocation instead of a doubling per few events.
+const BURST_EVENTS: usize = 16;
 /// How many runs of client stream ids skipped over are remembered (see `skipped`).
 const SKIPPED: usize = 8;
 
@@ -347,7 +351,6 @@ impl Connection {
                 || self.events.capacity() * std::mem::size_of::<Event>() > KEEP_EVENTS)
         {
             self.events = VecDeque::new();
-            self.decoder.release_scratch();
         }
         ev
     }

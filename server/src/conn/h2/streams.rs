@@ -30,6 +30,17 @@ const PROGRESS: usize = 16 * 1024;
 
 type Responding = Pin<Box<dyn Future<Output = Response<RecordedBody>> + Send>>;
 
+/// Room made at once when a list given back by `shrink_if_idle` is used again: a burst
+/// of streams in one allocation, not a doubling every few.
+const BURST: usize = 16;
+
+fn push_burst<T>(list: &mut Vec<T>, item: T) {
+    if list.capacity() == 0 {
+        list.reserve(BURST);
+    }
+    list.push(item);
+}
+
 #[derive(Default)]
 pub(super) struct Streams {
     /// Handlers still working out a response (a pool's answer, basic auth).
@@ -134,9 +145,9 @@ impl Streams {
                     Queued::Finished => {}
                     Queued::Draining(busy) => {
                         let n = conn.buffered(stream).unwrap_or(0);
-                        self.draining.push((stream, busy, n));
+                        push_burst(&mut self.draining, (stream, busy, n));
                     }
-                    Queued::Sending(body) => self.sending.push((stream, body, 0)),
+                    Queued::Sending(body) => push_burst(&mut self.sending, (stream, body, 0)),
                 }
                 return;
             }
@@ -195,7 +206,7 @@ impl Streams {
                 .is_ok()
                 && !end
             {
-                self.sending.push((id, body, 0));
+                push_burst(&mut self.sending, (id, body, 0));
             }
         }
         progress
@@ -282,7 +293,7 @@ impl Streams {
                 if let Some(n) = conn.buffered(id).filter(|&n| n > 0) {
                     if let Some(mut busy) = body.take_busy() {
                         busy.handed();
-                        self.draining.push((id, busy, n));
+                        push_burst(&mut self.draining, (id, busy, n));
                     }
                 }
             } else if fed {

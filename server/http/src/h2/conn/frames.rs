@@ -1,6 +1,6 @@
 //! What each received frame does to the connection (RFC 9113 §5-§6).
 
-use super::{Block, Connection, Event, State};
+use super::{Block, Connection, Event, State, BURST_EVENTS};
 use crate::h2::frame::{self, Frame, Head};
 use crate::h2::priority::Priority;
 use crate::h2::request::Fields;
@@ -350,6 +350,9 @@ impl Connection {
                     s.prioritised = true;
                 }
                 self.streams.insert(s);
+                if self.events.capacity() == 0 {
+                    self.events.reserve(BURST_EVENTS);
+                }
                 self.events.push_back(Event::Request {
                     stream: id,
                     head,

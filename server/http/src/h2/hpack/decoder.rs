@@ -81,11 +81,6 @@ impl Decoder {
         decoded
     }
 
-    /// Gives the Huffman scratch back (the connection is idle).
-    pub fn release_scratch(&mut self) {
-        self.scratch = Vec::new();
-    }
-
     #[cfg(test)]
     pub(crate) fn scratch_capacity(&self) -> usize {
         self.scratch.capacity()
