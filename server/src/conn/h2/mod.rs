@@ -31,8 +31,13 @@ const READ_BUF: usize = 32 * 1024;
 /// hypervisor: 768 KiB cut 100k.jpg's CPU by a third against 256 KiB, which had halved
 /// it against 64 KiB (BENCHMARKS.md).
 const WRITE_BATCH: usize = 768 * 1024;
+/// The batch on a plain socket, where each is followed by a turn of the worker's event
+/// loop (`Driver::pause`), as h2o writes 80 KiB per turn: 64m.bin at 199–203 µs of CPU
+/// per MiB against 221–272 in 768 KiB batches written back to back (h2o 190–203;
+/// BENCHMARKS.md, session 18). Over rustls the 768 KiB batches stay: not measured there.
+const PLAIN_BATCH: usize = 80 * 1024;
 /// The batch after a write that had to wait for the socket. Each batch written without a
-/// wait doubles the next, up to `WRITE_BATCH`: a slow reader gets batches about the size
+/// wait doubles the next, up to the connection's limit: a slow reader gets batches about the size
 /// its socket takes, so its streams' queues (their stall clocks) move at its own pace.
 const FIRST_BATCH: usize = 64 * 1024;
 /// Nothing is read while this much output is backed up (as hyper's h2 waits for the
@@ -124,7 +129,13 @@ where
         failed: false,
         blocked: None,
         data_sent: 0,
+        batch_limit: if ctx.origin.tls.is_some() {
+            WRITE_BATCH
+        } else {
+            PLAIN_BATCH
+        },
         ctx,
+        pause: None,
     };
     async move {
         let end = poll_fn(|cx| d.poll(cx)).await;
@@ -229,7 +240,7 @@ struct Driver<I> {
     written: usize,
     /// Bytes were written since the last flush (TLS buffers records).
     flush: bool,
-    /// The next batch's size (`FIRST_BATCH` doubling to `WRITE_BATCH`), and whether the
+    /// The next batch's size (`FIRST_BATCH` doubling to `batch_limit`), and whether the
     /// one being written had to wait for the socket.
     batch_max: usize,
     batch_waited: bool,
@@ -244,10 +255,19 @@ struct Driver<I> {
     /// `Connection::data_sent` when the stall clock last looked: DATA leaving restarts it.
     data_sent: u64,
     ctx: Arc<Ctx>,
+    /// The largest batch: `PLAIN_BATCH` with a pause after each, or `WRITE_BATCH`.
+    batch_limit: usize,
+    /// Between plain batches: the worker's event loop turns (its other tasks and
+    /// epoll) before the next is gathered.
+    pause: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
 }
 
 impl<I: AsyncRead + AsyncWrite + Unpin> Driver<I> {
     fn poll(&mut self, cx: &mut Context<'_>) -> Poll<End> {
+        if let Some(pause) = self.pause.as_mut() {
+            ready!(pause.as_mut().poll(cx));
+            self.pause = None;
+        }
         for _ in 0..ROUNDS {
             if let Some(end) = self.poll_watcher(cx) {
                 return Poll::Ready(end);
@@ -278,6 +298,9 @@ impl<I: AsyncRead + AsyncWrite + Unpin> Driver<I> {
                 }
             }
             self.note_blocked();
+            if self.pause.is_some() {
+                return Poll::Pending;
+            }
             let drained = self.written == self.out.len() && !self.flush;
             if drained && (self.failed || self.conn.is_closed()) {
                 return Poll::Ready(End::Close);
@@ -403,7 +426,7 @@ impl<I: AsyncRead + AsyncWrite + Unpin> Driver<I> {
                     self.batch_max = if self.batch_waited {
                         FIRST_BATCH
                     } else {
-                        (2 * self.batch_max).min(WRITE_BATCH)
+                        (2 * self.batch_max).min(self.batch_limit)
                     };
                     self.batch_waited = false;
                 }
@@ -426,6 +449,17 @@ impl<I: AsyncRead + AsyncWrite + Unpin> Driver<I> {
                     self.written += n;
                     self.flush = true;
                     wrote = true;
+                    let whole = self.written == self.out.len();
+                    if whole && self.batch_limit == PLAIN_BATCH && self.conn.wants_write() {
+                        // yield_now wakes the task only after the worker's I/O driver
+                        // has run, not straight away as a self-wake would.
+                        let mut pause: Pin<Box<dyn Future<Output = ()> + Send>> =
+                            Box::pin(tokio::task::yield_now());
+                        if pause.as_mut().poll(cx).is_pending() {
+                            self.pause = Some(pause);
+                            return Ok(wrote);
+                        }
+                    }
                 }
                 Poll::Ready(Err(e)) => return Err(e),
                 Poll::Pending => {
