@@ -26,24 +26,26 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 /// Bytes read per read call; a frame cut by the end of a read waits in the connection's
 /// own (rare) partial buffer.
 const READ_BUF: usize = 32 * 1024;
-/// Bytes of frames `poll_transmit` gathers for one write. Each write costs the kernel a
-/// pacing-timer re-arm and a wake-up of the peer, which in a VM are exits to the
-/// hypervisor: 768 KiB cut 100k.jpg's CPU by a third against 256 KiB, which had halved
-/// it against 64 KiB (BENCHMARKS.md).
+/// Bytes of frames `poll_transmit` gathers for one write over rustls. Each write costs
+/// the kernel a pacing-timer re-arm and a wake-up of the peer, which in a VM are exits
+/// to the hypervisor: written back to back, 768 KiB cut 100k.jpg's CPU by a third
+/// against 256 KiB, which had halved it against 64 KiB (BENCHMARKS.md).
 const WRITE_BATCH: usize = 768 * 1024;
 /// The batch on a plain socket, where each is followed by a turn of the worker's event
-/// loop (`Driver::pause`), as h2o writes 80 KiB per turn: 64m.bin at 199–203 µs of CPU
-/// per MiB against 221–272 in 768 KiB batches written back to back (h2o 190–203;
+/// loop (`Driver::pause`), as h2o writes 80 KiB per turn: 64m.bin at 185–199 µs of CPU
+/// per MiB against 239–282 in 768 KiB batches written back to back (h2o 194–203;
 /// BENCHMARKS.md, session 18). Over rustls the 768 KiB batches stay: not measured there.
 const PLAIN_BATCH: usize = 80 * 1024;
-/// The batch after a write that had to wait for the socket. Each batch written without a
-/// wait doubles the next, up to the connection's limit: a slow reader gets batches about the size
-/// its socket takes, so its streams' queues (their stall clocks) move at its own pace.
+/// The batch after a write that had to wait for the socket. Each batch written without
+/// a wait doubles the next, up to the connection's limit: a slow reader gets batches
+/// about the size its socket takes, so its streams' queues (their stall clocks) move at
+/// its own pace.
 const FIRST_BATCH: usize = 64 * 1024;
 /// Nothing is read while this much output is backed up (as hyper's h2 waits for the
 /// socket before reading): what the peer asks for must leave first.
 const READ_BACKLOG: usize = 256 * 1024;
-/// Rounds of read, respond, write in one poll before the task yields to its neighbours.
+/// Rounds of read, respond, write in one poll before the task yields to its neighbours
+/// (on a plain socket, a pause after a whole batch ends the poll sooner).
 const ROUNDS: usize = 16;
 /// How long a closing connection waits for the peer to close after our GOAWAY, so the
 /// GOAWAY is read before a reset (closing with unread input resets the connection).
