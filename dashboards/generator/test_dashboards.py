@@ -6,7 +6,7 @@ so they need neither the SDK nor Grafana (which no registry this machine reaches
 Unique uids, the datasource variable behind every panel and query, a query and a unit on
 every panel, grid positions inside 24 columns that do not overlap, and every PromQL
 expression lexed and checked: brackets balance, functions are PromQL's, range durations
-are durations, and every metric and label name exists in server/src/metrics.rs,
+are durations, and every metric and label name exists in server/src/metrics/,
 operator/src/metrics.rs or the recording rules. This is not a PromQL parser; e2e sends
 every query to a real Prometheus.
 """
@@ -68,6 +68,12 @@ TOKEN = re.compile(
 )
 
 
+# The server registers its metrics in metrics/mod.rs and declares their labels in
+# metrics/labels.rs.
+SERVER_METRICS = ROOT / "server/src/metrics/mod.rs"
+SERVER_LABELS = ROOT / "server/src/metrics/labels.rs"
+
+
 def metric_names(path):
     """The names prometheus-client exposes for each metric a metrics.rs registers:
     counters get _total, histograms _bucket/_sum/_count, infos _info."""
@@ -115,8 +121,8 @@ def recording_rules():
 
 
 def known_names():
-    metrics = metric_names(ROOT / "server/src/metrics.rs") | metric_names(ROOT / "operator/src/metrics.rs")
-    labels = label_names(ROOT / "server/src/metrics.rs") | label_names(ROOT / "operator/src/metrics.rs")
+    metrics = metric_names(SERVER_METRICS) | metric_names(ROOT / "operator/src/metrics.rs")
+    labels = label_names(SERVER_LABELS) | label_names(ROOT / "operator/src/metrics.rs")
     labels |= TARGET_LABELS | {"le", "__name__"}
     metrics |= recording_rules()
     if not RULES_DIR.exists():
@@ -355,7 +361,7 @@ class Checker(unittest.TestCase):
         self.assertEqual(overlaps([("a", {"x": 20, "y": 0, "w": 8, "h": 1})]), [("a", "a")])
 
     def test_reads_the_metric_types(self):
-        names = metric_names(ROOT / "server/src/metrics.rs")
+        names = metric_names(SERVER_METRICS)
         for n in ("skiff_http_requests_total", "skiff_http_request_duration_seconds_bucket", "skiff_connections_open", "skiff_build_info", "skiff_config_info"):
             self.assertIn(n, names)
         self.assertNotIn("skiff_http_requests", names)

@@ -102,7 +102,7 @@ fn known(name: &str, families: &BTreeSet<String>, records: &BTreeSet<String>) ->
 /// Where a metric Prometheus has never seen is registered: skiff and the operator leave a
 /// labelled family out of /metrics until its first sample (no HELP/TYPE either), so an
 /// error counter that never counted, or the TLS expiry of a farm without TLS, is unknown
-/// to Prometheus. The name must then be registered in server/src/metrics.rs or
+/// to Prometheus. The name must then be registered in server/src/metrics/mod.rs or
 /// operator/src/metrics.rs (as `"name"` under the registry's `skiff` or
 /// `skiff_operator` prefix), so a misspelling still fails.
 fn registered_in_source(name: &str) -> Option<&'static str> {
@@ -115,7 +115,7 @@ fn registered_in_source(name: &str) -> Option<&'static str> {
     }
     let (file, rest) = match base.strip_prefix("skiff_operator_") {
         Some(rest) => ("operator/src/metrics.rs", rest),
-        None => ("server/src/metrics.rs", base.strip_prefix("skiff_")?),
+        None => ("server/src/metrics/mod.rs", base.strip_prefix("skiff_")?),
     };
     let text = std::fs::read_to_string(repo_root().join(file)).ok()?;
     text.contains(&format!("\"{rest}\"")).then_some(file)

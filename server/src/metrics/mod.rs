@@ -3,7 +3,6 @@
 //! Never a raw path or Host header from a request.
 
 use http::Method;
-use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -12,81 +11,8 @@ use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::Registry;
 use std::sync::Arc;
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct RequestLabels {
-    pub vhost: &'static str,
-    pub method: &'static str,
-    pub code: u16,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct VhostLabels {
-    pub vhost: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct PoolLabels {
-    pub pool: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct PoolCodeLabels {
-    pub pool: &'static str,
-    pub code: u16,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct PoolReasonLabels {
-    pub pool: &'static str,
-    pub reason: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct PoolPhaseLabels {
-    pub pool: &'static str,
-    /// `first_byte` (the response head) or `total` (the last body byte).
-    pub phase: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct PoolStateLabels {
-    pub pool: &'static str,
-    pub state: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ResultLabels {
-    pub result: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct VhostNameLabels {
-    pub vhost: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct HandshakeLabels {
-    /// `success`, `failure` (alert, bad hello, peer gone) or `timeout`.
-    pub result: &'static str,
-    /// `1.2`, `1.3`, or `none` when the handshake did not finish.
-    pub version: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct TlsModeLabels {
-    /// `kernel` (kTLS) or `userspace` (rustls).
-    pub mode: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct HashLabels {
-    pub hash: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct BuildLabels {
-    version: &'static str,
-}
+mod labels;
+pub use labels::*;
 
 pub struct Metrics {
     registry: Registry,
@@ -134,22 +60,6 @@ pub struct Metrics {
     pub tls_certificate_reloads: Family<ResultLabels, Counter>,
     /// The served certificate's notAfter per virtual server (configured names only).
     pub tls_certificate_expiry: Family<VhostNameLabels, Gauge>,
-}
-
-/// Bounded method label.
-pub fn method_label(m: &Method) -> &'static str {
-    match *m {
-        Method::GET => "GET",
-        Method::HEAD => "HEAD",
-        Method::OPTIONS => "OPTIONS",
-        Method::POST => "POST",
-        Method::PUT => "PUT",
-        Method::DELETE => "DELETE",
-        Method::PATCH => "PATCH",
-        Method::CONNECT => "CONNECT",
-        Method::TRACE => "TRACE",
-        _ => "OTHER",
-    }
 }
 
 impl Metrics {
