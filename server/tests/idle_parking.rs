@@ -69,6 +69,22 @@ fn parked(flags: &[&str]) -> (tempfile::TempDir, Server, TcpStream, Instant) {
     (site, srv, s, asked)
 }
 
+/// A server with `threads` workers admitting `max` connections, idle ones kept 60 s.
+fn at_limit(threads: u32, max: u32) -> (tempfile::TempDir, Server) {
+    let site = sample_site();
+    let (threads, max) = (threads.to_string(), max.to_string());
+    let flags = [
+        "--threads",
+        &threads,
+        "--max-connections",
+        &max,
+        "--keepalive-timeout",
+        "60s",
+    ];
+    let srv = Server::start(site.path(), &flags);
+    (site, srv)
+}
+
 /// Waits for the server to close an idle connection, which must get no bytes.
 fn wait_closed(s: &mut TcpStream) {
     let got = read_until_closed(s, Duration::from_secs(5)).expect("closed within 5 s");
@@ -142,18 +158,7 @@ fn at_max_connections_the_longest_idle_parked_connection_makes_room() {
 /// probability 2^-9; every round must be served either way.
 #[test]
 fn a_worker_at_the_limit_takes_room_from_another_workers_idle_connection() {
-    let site = sample_site();
-    let srv = Server::start(
-        site.path(),
-        &[
-            "--threads",
-            "2",
-            "--max-connections",
-            "1",
-            "--keepalive-timeout",
-            "60s",
-        ],
-    );
+    let (_site, srv) = at_limit(2, 1);
     let mut previous: Option<TcpStream> = None;
     for round in 1..=10 {
         let mut s = TcpStream::connect(srv.addr).unwrap();
@@ -172,18 +177,7 @@ fn a_worker_at_the_limit_takes_room_from_another_workers_idle_connection() {
 /// turn. Every one is served, none waits for a keep-alive deadline (60 s).
 #[test]
 fn a_burst_at_the_limit_is_served_from_idle_connections() {
-    let site = sample_site();
-    let srv = Server::start(
-        site.path(),
-        &[
-            "--threads",
-            "2",
-            "--max-connections",
-            "4",
-            "--keepalive-timeout",
-            "60s",
-        ],
-    );
+    let (_site, srv) = at_limit(3, 4);
     let mut idle = Vec::new();
     for _ in 0..4 {
         let mut s = TcpStream::connect(srv.addr).unwrap();
@@ -215,18 +209,7 @@ fn a_burst_at_the_limit_is_served_from_idle_connections() {
 /// withdraws its ask: nothing idle is closed for it afterwards.
 #[test]
 fn an_ask_met_by_a_closing_connection_closes_no_idle_one_later() {
-    let site = sample_site();
-    let srv = Server::start(
-        site.path(),
-        &[
-            "--threads",
-            "1",
-            "--max-connections",
-            "1",
-            "--keepalive-timeout",
-            "60s",
-        ],
-    );
+    let (_site, srv) = at_limit(1, 1);
     // Busy, not idle: half a request head.
     let mut busy = TcpStream::connect(srv.addr).unwrap();
     busy.write_all(b"GET /index.html HTTP/1.1\r\n").unwrap();
