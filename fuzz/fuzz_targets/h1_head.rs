@@ -6,7 +6,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use skiff_http::h1_head::{parse, HeadLimits, Parsed, MAX_HEADERS};
+use skiff_http::h1_head::{header_slots, parse, HeadLimits, Parsed};
 use skiff_http::request::RequestHead;
 
 const LIMITS: HeadLimits = HeadLimits {
@@ -16,7 +16,7 @@ const LIMITS: HeadLimits = HeadLimits {
 
 /// The parse of `data`, as a comparable summary.
 fn outcome(data: &[u8]) -> (u8, usize) {
-    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut headers = header_slots();
     let mut head = RequestHead::default();
     match parse(data, &mut headers, &LIMITS, &mut head) {
         Parsed::Request(r) => {

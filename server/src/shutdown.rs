@@ -2,20 +2,24 @@
 //! waiting between requests hear it from their worker: `conn/stop_wait.rs`): Serving -> Draining (/readyz fails, still serving) -> Stopping (listeners
 //! close, idle keep-alives close, in-flight responses finish).
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use tokio::sync::watch;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[repr(u8)]
 pub enum Phase {
-    Serving,
-    Draining,
-    Stopping,
+    Serving = 0,
+    Draining = 1,
+    Stopping = 2,
 }
 
 #[derive(Clone)]
 pub struct ShutdownControl {
     tx: Arc<watch::Sender<Phase>>,
+    /// The phase, for `phase()`: every request asks it, and the watch's value sits
+    /// behind a lock whose read is two atomic writes to a line all workers share.
+    now: Arc<AtomicU8>,
     open_connections: Arc<AtomicUsize>,
 }
 
@@ -30,11 +34,16 @@ impl ShutdownControl {
         let (tx, _) = watch::channel(Phase::Serving);
         ShutdownControl {
             tx: Arc::new(tx),
+            now: Arc::new(AtomicU8::new(Phase::Serving as u8)),
             open_connections: Arc::new(AtomicUsize::new(0)),
         }
     }
     pub fn phase(&self) -> Phase {
-        *self.tx.borrow()
+        match self.now.load(Ordering::Acquire) {
+            0 => Phase::Serving,
+            1 => Phase::Draining,
+            _ => Phase::Stopping,
+        }
     }
     pub fn subscribe(&self) -> watch::Receiver<Phase> {
         self.tx.subscribe()
@@ -43,6 +52,9 @@ impl ShutdownControl {
         self.tx.send_if_modified(|p| {
             if *p < phase {
                 *p = phase;
+                // Under the watch's lock, so the two never disagree for long, and never
+                // move backwards.
+                self.now.store(phase as u8, Ordering::Release);
                 true
             } else {
                 false
@@ -74,4 +86,25 @@ impl Drop for ConnectionGuard {
 /// Resolves once the phase reaches Stopping.
 pub(crate) async fn stopping(rx: &mut watch::Receiver<Phase>) {
     let _ = rx.wait_for(|p| *p >= Phase::Stopping).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_phase_read_without_the_watch_follows_it_forward_only() {
+        let control = ShutdownControl::new();
+        let rx = control.subscribe();
+        assert_eq!(control.phase(), Phase::Serving);
+        control.advance(Phase::Draining);
+        assert_eq!(control.phase(), Phase::Draining);
+        assert_eq!(*rx.borrow(), Phase::Draining);
+        control.advance(Phase::Serving);
+        assert_eq!(control.phase(), Phase::Draining, "phases never go back");
+        let clone = control.clone();
+        clone.advance(Phase::Stopping);
+        assert_eq!(control.phase(), Phase::Stopping, "clones share the phase");
+        assert_eq!(*rx.borrow(), Phase::Stopping);
+    }
 }

@@ -4,9 +4,19 @@
 
 use crate::request::{HeaderSource, RequestHead};
 use http::{Method, StatusCode};
+use std::mem::MaybeUninit;
 
 pub const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 pub const MAX_HEADERS: usize = 100;
+
+/// Room for a head's header fields, left uninitialised: httparse writes only the slots a
+/// head uses, where an initialised array cost 3.2 KB of stores per request (callgrind).
+pub type HeaderSlots<'a> = [MaybeUninit<httparse::Header<'a>>; MAX_HEADERS];
+
+/// Empty header slots for `parse`.
+pub const fn header_slots<'a>() -> HeaderSlots<'a> {
+    [const { MaybeUninit::uninit() }; MAX_HEADERS]
+}
 
 /// The size limits a head is held to.
 #[derive(Debug, Clone, Copy)]
@@ -65,7 +75,7 @@ pub fn leading_empty_lines(data: &[u8]) -> usize {
 /// out (measured with callgrind).
 pub fn parse<'a>(
     data: &'a [u8],
-    headers: &'a mut [httparse::Header<'a>; MAX_HEADERS],
+    headers: &'a mut HeaderSlots<'a>,
     limits: &HeadLimits,
     head: &mut RequestHead<'a>,
 ) -> Parsed<'a> {
@@ -75,8 +85,8 @@ pub fn parse<'a>(
     if data.starts_with(H2_PREFACE) {
         return Parsed::Handoff;
     }
-    let mut req = httparse::Request::new(headers);
-    let consumed = match req.parse(data) {
+    let mut req = httparse::Request::new(&mut []);
+    let consumed = match req.parse_with_uninit_headers(data, headers) {
         Ok(httparse::Status::Complete(n)) => n,
         Ok(httparse::Status::Partial) => {
             // The request line so far, without its terminator (as a complete head's is
@@ -185,7 +195,7 @@ mod tests {
     }
 
     fn outcome(data: &[u8]) -> String {
-        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        let mut headers = header_slots();
         let mut head = RequestHead::default();
         match parse(data, &mut headers, &limits(), &mut head) {
             Parsed::Request(r) => format!(

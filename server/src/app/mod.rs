@@ -424,10 +424,19 @@ impl App {
     }
 
     /// Replaces an error's body with the virtual server's page for that status, if any.
+    // Inline, with the page lookup apart: most replies pass through untouched, and a call
+    // would move the whole reply in and out.
+    #[inline]
     fn error_page(&self, vh: &VirtualHost, req: &RequestHead<'_>, reply: Reply) -> Reply {
         if reply.status.as_u16() < 400 || vh.error_pages.is_empty() {
             return reply;
         }
+        self.custom_error_page(vh, req, reply)
+    }
+
+    /// `error_page` for an error status on a virtual server with error pages.
+    #[inline(never)]
+    fn custom_error_page(&self, vh: &VirtualHost, req: &RequestHead<'_>, reply: Reply) -> Reply {
         let Some(page) = vh.error_pages.get(&reply.status.as_u16()) else {
             return reply;
         };
@@ -467,6 +476,7 @@ impl App {
 /// virtual server's, and both levels' shared buckets count.
 /// HSTS goes on HTTPS responses only: over plain HTTP it could be injected or stripped
 /// by anyone on the path, so browsers ignore it there (RFC 6797 §7.2).
+#[inline]
 fn with_hsts(reply: Reply, vh: &VirtualHost, req: &RequestHead<'_>) -> Reply {
     match (&vh.hsts, req.secure) {
         (Some(v), true) => reply.header(http::header::STRICT_TRANSPORT_SECURITY, v.clone()),
@@ -485,11 +495,22 @@ fn hsts_value(h: &skiff_config::Hsts) -> HeaderValue {
     HeaderValue::from_str(&v).expect("ASCII")
 }
 
-fn throttled(mut reply: Reply, vhost: &BandwidthLimits, rule: Option<&BandwidthLimits>) -> Reply {
+#[inline]
+fn throttled(reply: Reply, vhost: &BandwidthLimits, rule: Option<&BandwidthLimits>) -> Reply {
     let rule_empty = rule.is_none_or(BandwidthLimits::is_empty);
     if (vhost.is_empty() && rule_empty) || reply.body.is_empty() {
         return reply;
     }
+    with_throttle(reply, vhost, rule)
+}
+
+/// `throttled` for a reply with a body under some limit.
+#[inline(never)]
+fn with_throttle(
+    mut reply: Reply,
+    vhost: &BandwidthLimits,
+    rule: Option<&BandwidthLimits>,
+) -> Reply {
     let per_connection = rule.and_then(|r| r.per_connection).or(vhost.per_connection);
     let buckets = [vhost.total.clone(), rule.and_then(|r| r.total.clone())]
         .into_iter()

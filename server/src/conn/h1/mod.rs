@@ -22,19 +22,20 @@ mod socket;
 pub(super) mod transport;
 
 use super::stop_wait::{stopping_now, StopWait};
-use crate::app::{Routed, Verdict, Verification};
+use crate::app::{App, Routed, Verdict, Verification};
 use crate::conn::file_send::FileSendPolicy;
 use crate::conn::origin::TlsSession;
 use crate::exchange::{front, Exchange, Outcome, Protocol};
 use crate::http::request::RequestHead;
 use crate::state::Shared;
 use crate::tls::ktls::RecordBudget;
+use arc_swap::ArcSwap;
 use backend::{BackendJob, Link};
 use bytes::Bytes;
 use http::{Method, StatusCode};
 use logged::Logged;
 use output::{BodySpan, Output, Seg, MAX_QUEUED_BYTES};
-use skiff_http::h1_head::{self as parse, HeadLimits, Parsed, MAX_HEADERS};
+use skiff_http::h1_head::{self as parse, HeadLimits, Parsed};
 use socket::ReadResult;
 use std::cell::RefCell;
 use std::io;
@@ -109,6 +110,10 @@ struct Conn<'s> {
     /// The listener's port: SERVER_PORT for pool requests.
     local_port: u16,
     shared: &'s Arc<Shared>,
+    /// The configuration generation, checked for a newer one with a plain load per
+    /// request (`ArcSwap::load` costs atomic writes to shared lines). It is kept while
+    /// the connection waits, and let go when it parks or closes.
+    app: arc_swap::Cache<&'s ArcSwap<App>, Arc<App>>,
     /// Set on a TLS connection (kTLS or rustls).
     tls: Option<TlsSession>,
     /// The request buffer (`max_header_bytes + 1`); empty while the connection waits
@@ -131,6 +136,10 @@ struct Conn<'s> {
     /// When this task began serving it: a resumed connection is not idle before it has
     /// read what woke it, whatever its last request's time.
     began: Instant,
+    /// When the bytes being served were read (or the last wait ended): the start of every
+    /// request parsed from them, and the end of a batch written without waiting. The
+    /// clock is read once per turn, as nginx caches its time per event-loop turn.
+    turn: Instant,
 }
 
 /// How `run` ended.
@@ -153,6 +162,7 @@ pub(super) async fn serve(
         None => (None, None),
     };
     let parkable = tls.is_none() && !stream.is_rustls() && super::park::available();
+    let began = Instant::now();
     let mut out = Output::default();
     out.records = records;
     let mut conn = Conn {
@@ -160,6 +170,7 @@ pub(super) async fn serve(
         peer,
         local_port,
         shared,
+        app: arc_swap::Cache::new(&shared.app),
         tls,
         // Taken from the pool at the first read.
         buf: Vec::new(),
@@ -170,10 +181,11 @@ pub(super) async fn serve(
         read_chunk: Vec::new(),
         partial_since: None,
         // A resumed connection's keep-alive deadline still runs from its last request.
-        last_active: resumed.unwrap_or_else(Instant::now),
+        last_active: resumed.unwrap_or(began),
         asked: resumed.is_some(),
         parkable,
-        began: Instant::now(),
+        began,
+        turn: began,
     };
     let exit = conn.run().await;
     let ended = match exit {
@@ -251,6 +263,7 @@ impl Conn<'_> {
                         // connection's task kilobytes larger, idle ones included.
                         let (keep, ended) = Box::pin(backend::serve(link, client, *job)).await;
                         self.last_active = ended;
+                        self.turn = ended;
                         if !keep? {
                             return Ok(Exit::Closed);
                         }
@@ -265,6 +278,7 @@ impl Conn<'_> {
                         // verification pool while this connection (not the thread) waits.
                         self.flush().await?;
                         let verdict = Box::pin(verification.run(&self.shared.metrics)).await;
+                        self.turn = Instant::now();
                         verified = Some(Box::new((verdict, started)));
                     }
                     Step::Reject(status) => {
@@ -305,7 +319,10 @@ impl Conn<'_> {
             // Wait for bytes, the deadline, or shutdown (which only closes idle connections).
             loop {
                 match self.read_some()? {
-                    ReadResult::Data => break,
+                    ReadResult::Data => {
+                        self.turn = Instant::now();
+                        break;
+                    }
                     ReadResult::Eof => return Ok(Exit::Closed),
                     ReadResult::WouldBlock => {}
                 }
@@ -427,7 +444,11 @@ impl Conn<'_> {
     /// this same request when basic auth sent it to verification.
     fn next_request(&mut self, verified: Option<Box<(Verdict, Instant)>>) -> Step {
         self.start += parse::leading_empty_lines(&self.buf[self.start..self.end]);
-        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        if self.start == self.end {
+            // The batch's last request was answered: nothing to set up a parse for.
+            return Step::Incomplete;
+        }
+        let mut headers = parse::header_slots();
         let data = &self.buf[self.start..self.end];
         let mut head = RequestHead::default();
         let limits = &self.shared.settings.limits;
@@ -452,7 +473,7 @@ impl Conn<'_> {
         if let Some(session) = &self.tls {
             session.mark(&mut head, self.shared);
         }
-        self.last_active = Instant::now();
+        self.last_active = self.turn;
         self.asked = true;
         let started = verified.as_ref().map_or(self.last_active, |v| v.1);
         let protocol = Protocol::of_minor(minor);
@@ -461,7 +482,7 @@ impl Conn<'_> {
         let close = close || host_refused || self.out.records.is_some_and(|r| r.spent());
         let logged = Logged::of(&self.buf, &head);
         let verdict = verified.as_ref().map(|v| &v.0);
-        let app = &self.shared.app.load();
+        let app = self.app.load();
         let (reply, vhost) = match front::route_checked(app, &head, host_refused, verdict) {
             Routed::Reply { reply, vhost } => (reply, vhost),
             Routed::Verify(verification) => return Step::Verify(Box::new((verification, started))),
@@ -524,8 +545,12 @@ impl Conn<'_> {
         if sent.via_sendfile > 0 {
             self.shared.metrics.sendfile_bytes.inc_by(sent.via_sendfile);
         }
+        if sent.waited {
+            self.turn = Instant::now();
+        }
         if !self.pending.is_empty() {
-            let ended = Instant::now();
+            // Written in this turn (most batches), or just now after waiting.
+            let ended = self.turn;
             let written = sent.written;
             for p in self.pending.drain(..) {
                 Exchange {

@@ -15,6 +15,8 @@ use std::io::{self, IoSlice};
 use std::sync::Arc;
 
 const MAX_IOVECS: usize = 64;
+/// Segments a batch usually has (a head and a body, or a few pipelined replies).
+const SMALL_IOVECS: usize = 8;
 /// Stop parsing more pipelined requests once this much output is queued.
 pub(super) const MAX_QUEUED_BYTES: usize = 256 * 1024;
 
@@ -61,6 +63,9 @@ pub(super) struct Sent {
     pub written: u64,
     /// Of which with sendfile (for `skiff_sendfile_bytes`).
     pub via_sendfile: u64,
+    /// Whether the batch took the writer that may wait (a full socket, file or paced
+    /// bodies), rather than one writev now.
+    pub waited: bool,
     pub result: io::Result<()>,
 }
 
@@ -216,8 +221,10 @@ impl Output {
         policy: FileSendPolicy,
         read_chunk: &mut Vec<u8>,
     ) -> Sent {
+        let mut waited = false;
         let result = match self.write_memory_now(stream) {
             Ok(Some((i, skip))) => {
+                waited = true;
                 Box::pin(self.write_from(i, skip, stream, policy, read_chunk)).await
             }
             Ok(None) => Ok(()),
@@ -226,6 +233,7 @@ impl Output {
         let sent = Sent {
             written: self.written,
             via_sendfile: self.via_sendfile,
+            waited,
             result,
         };
         self.clear();
@@ -242,19 +250,19 @@ impl Output {
         if self.records.is_some() {
             return Ok(Some((0, 0)));
         }
-        let mut iov = [IoSlice::new(&[]); MAX_IOVECS];
-        let (n_iov, more_follows) = gather(&self.head, &self.segs, 0, 0, &mut iov);
-        if more_follows || n_iov < self.segs.len() {
-            return Ok(Some((0, 0)));
-        }
-        let len: usize = iov[..n_iov].iter().map(|s| s.len()).sum();
-        if len == 0 {
-            return Ok(None);
-        }
-        let iov = &iov[..n_iov];
-        match stream.try_writev(iov, false) {
-            Ok(0) => Err(io::ErrorKind::WriteZero.into()),
-            Ok(n) => {
+        // The usual batch is a head and a body: an array that small costs a few stores to
+        // set up, where MAX_IOVECS empty slices cost a kilobyte of them per write.
+        let tried = if self.segs.len() <= SMALL_IOVECS {
+            let mut iov = [IoSlice::new(&[]); SMALL_IOVECS];
+            write_run_now(&self.head, &self.segs, stream, &mut iov)
+        } else {
+            let mut iov = [IoSlice::new(&[]); MAX_IOVECS];
+            write_run_now(&self.head, &self.segs, stream, &mut iov)
+        };
+        match tried? {
+            RunNow::Untried => Ok(Some((0, 0))),
+            RunNow::Empty => Ok(None),
+            RunNow::Wrote { n, len } => {
                 self.written += n as u64;
                 if n < len {
                     Ok(Some(advance(&self.segs, 0, 0, n)))
@@ -265,8 +273,6 @@ impl Output {
                     Ok(None)
                 }
             }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(Some((0, 0))),
-            Err(e) => Err(e),
         }
     }
 
@@ -429,18 +435,18 @@ fn paced_records(parts: &[Part], throttle: &Throttle) -> u64 {
         .sum()
 }
 
-/// Up to `MAX_IOVECS` memory segments from `segs[from]` (less its first `skip` bytes),
+/// Up to `iov.len()` memory segments from `segs[from]` (less its first `skip` bytes),
 /// stopping at a file or paced body: the count, and whether such a body follows.
 fn gather<'a>(
     head: &'a [u8],
     segs: &'a [Seg],
     from: usize,
     skip: usize,
-    iov: &mut [IoSlice<'a>; MAX_IOVECS],
+    iov: &mut [IoSlice<'a>],
 ) -> (usize, bool) {
     let mut n_iov = 0;
     for (j, seg) in segs.iter().enumerate().skip(from) {
-        if n_iov == MAX_IOVECS {
+        if n_iov == iov.len() {
             break;
         }
         let slice: &[u8] = match seg {
@@ -452,6 +458,40 @@ fn gather<'a>(
         n_iov += 1;
     }
     (n_iov, false)
+}
+
+/// What `write_run_now` did.
+enum RunNow {
+    /// The batch is not all memory, has more segments than `iov`, or the socket is full.
+    Untried,
+    /// Nothing to write.
+    Empty,
+    /// `n` of the batch's `len` bytes were written.
+    Wrote { n: usize, len: usize },
+}
+
+/// One writev of a batch made of memory segments only, gathered into `iov`.
+fn write_run_now<'a>(
+    head: &'a [u8],
+    segs: &'a [Seg],
+    stream: &mut Transport,
+    iov: &mut [IoSlice<'a>],
+) -> io::Result<RunNow> {
+    let (n_iov, more_follows) = gather(head, segs, 0, 0, iov);
+    if more_follows || n_iov < segs.len() {
+        return Ok(RunNow::Untried);
+    }
+    let iov = &iov[..n_iov];
+    let len: usize = iov.iter().map(|s| s.len()).sum();
+    if len == 0 {
+        return Ok(RunNow::Empty);
+    }
+    match stream.try_writev(iov, false) {
+        Ok(0) => Err(io::ErrorKind::WriteZero.into()),
+        Ok(n) => Ok(RunNow::Wrote { n, len }),
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(RunNow::Untried),
+        Err(e) => Err(e),
+    }
 }
 
 /// The memory segments `write_vectored` sends, as `gather` finds them.
