@@ -89,6 +89,20 @@ impl StopWait {
     }
 }
 
+impl StopWait {
+    /// Whether the worker's list holds `waker` for this wait, to be woken at the stop
+    /// (which has not come yet).
+    pub fn will_wake(&self, waker: &Waker) -> bool {
+        let Some(slot) = self.slot else {
+            return false;
+        };
+        WAITING.with(|w| {
+            let w = w.borrow();
+            !w.stopping && w.wakers[slot].as_ref().is_some_and(|h| h.will_wake(waker))
+        })
+    }
+}
+
 impl Drop for StopWait {
     fn drop(&mut self) {
         if let Some(slot) = self.slot {

@@ -20,6 +20,7 @@ mod output;
 mod paced;
 mod socket;
 pub(super) mod transport;
+mod wait;
 
 use super::stop_wait::{stopping_now, StopWait};
 use crate::app::{App, Routed, Verdict, Verification};
@@ -43,8 +44,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::net::TcpStream;
-use tokio::time::Sleep;
 use transport::Transport;
+use wait::{wait, Deadline, Woke};
 
 /// How a connection left the fast path.
 pub(super) enum Ended {
@@ -227,8 +228,7 @@ impl Conn<'_> {
         // One timer per connection, re-armed lazily: requests only move `last_active`,
         // and the timer re-checks the real deadline when it fires.
         let mut timer_at = self.idle_deadline();
-        let mut timer: std::pin::Pin<Box<Sleep>> =
-            Box::pin(tokio::time::sleep_until(timer_at.into()));
+        let mut timer = Deadline::new(timer_at);
         let mut timer_for_partial = false;
         let mut verified = None;
         loop {
@@ -306,14 +306,14 @@ impl Conn<'_> {
             if let (Some(since), false) = (self.partial_since, timer_for_partial) {
                 timer_for_partial = true;
                 timer_at = since + header_timeout;
-                timer.as_mut().reset(timer_at.into());
+                timer.reset(timer_at);
             } else if self.partial_since.is_none() && self.parkable && self.asked {
                 // Brought forward once; later requests only move `last_active`, and the
                 // timer re-checks when it fires, as for the keep-alive deadline.
                 let park_at = self.park_at();
                 if park_at < timer_at {
                     timer_at = park_at;
-                    timer.as_mut().reset(timer_at.into());
+                    timer.reset(timer_at);
                 }
             }
             // Wait for bytes, the deadline, or shutdown (which only closes idle connections).
@@ -329,12 +329,10 @@ impl Conn<'_> {
                 if self.start == self.end {
                     self.rest();
                 }
-                tokio::select! {
-                    biased;
-                    // The stream's single reader slot, not `readable()`'s waiter list: one
-                    // task reads this socket, and the slot is cheaper to fill and to wake.
-                    r = std::future::poll_fn(|cx| self.stream.tcp().poll_read_ready(cx)) => r?,
-                    _ = timer.as_mut() => {
+                let idle = self.start == self.end;
+                match wait(self.stream.tcp(), &mut timer, &mut stop, idle).await? {
+                    Woke::Readable => {}
+                    Woke::Deadline => {
                         let deadline = match self.partial_since {
                             Some(t) => t + header_timeout,
                             None => self.idle_deadline(),
@@ -360,17 +358,15 @@ impl Conn<'_> {
                                 self.parkable = false;
                             }
                         }
-                        timer.as_mut().reset(timer_at.into());
+                        timer.reset(timer_at);
                     }
-                    () = std::future::poll_fn(|cx| stop.poll(cx)), if self.start == self.end => {
-                        return Ok(Exit::Closed);
-                    }
+                    Woke::Stop => return Ok(Exit::Closed),
                 }
             }
             if self.partial_since.is_none() && timer_for_partial {
                 timer_for_partial = false;
                 timer_at = self.idle_deadline();
-                timer.as_mut().reset(timer_at.into());
+                timer.reset(timer_at);
             }
         }
     }
