@@ -82,10 +82,10 @@ def metric_names(path):
     # The type of each field or local: `name: Family<Labels, Counter>`, `name: Histogram`,
     # `let name = Family::<Labels, Counter>::default()`, `let name = Counter::default()`.
     kinds = {}
-    # A FloatGauge is exposed as a gauge.
-    for name, kind in re.findall(r"(\w+): (?:Family<\w+,\s*)?(?:Float)?(Counter|Gauge|Histogram)\b", text):
+    # A FloatGauge is exposed as a gauge, a SummedCounter (per-worker cells) as a counter.
+    for name, kind in re.findall(r"(\w+): (?:Family<\w+,\s*)?(?:Float|Summed)?(Counter|Gauge|Histogram)\b", text):
         kinds[name] = kind
-    for name, kind in re.findall(r"let (\w+)\s*=\s*(?:Family::<\w+,\s*)?(?:Float)?(Counter|Gauge|Histogram)\b", text):
+    for name, kind in re.findall(r"let (\w+)\s*=\s*(?:Family::<\w+,\s*)?(?:Float|Summed)?(Counter|Gauge|Histogram)\b", text):
         kinds[name] = kind
     names = set()
     for metric, arg in re.findall(r'\.register\(\s*"(\w+)",\s*"(?:[^"\\]|\\.)*",\s*([^,;]+?),?\s*\)', text, re.S):

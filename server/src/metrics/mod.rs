@@ -12,13 +12,16 @@ use prometheus_client::registry::Registry;
 use std::sync::Arc;
 
 mod labels;
+mod per_worker;
 pub use labels::*;
+use per_worker::{CountCell, HistogramCell, SummedCounter, SummedHistogram};
 
 pub struct Metrics {
     registry: Registry,
-    pub requests: Family<RequestLabels, Counter>,
-    pub request_duration: Family<VhostLabels, Histogram, fn() -> Histogram>,
-    pub response_bytes: Family<VhostLabels, Counter>,
+    // What every request records: each worker adds to cells of its own (`per_worker`).
+    pub requests: Family<RequestLabels, SummedCounter>,
+    pub request_duration: Family<VhostLabels, SummedHistogram, fn() -> SummedHistogram>,
+    pub response_bytes: Family<VhostLabels, SummedCounter>,
     pub connections_open: Gauge,
     /// The configured `max_connections`, so that saturation is `open / max`.
     pub connections_max: Gauge,
@@ -26,8 +29,8 @@ pub struct Metrics {
     pub connections_parked: Gauge,
     /// Parked connections closed early to admit new ones at `max_connections`.
     pub connections_reclaimed: Counter,
-    pub cache_hits: Counter,
-    pub cache_misses: Counter,
+    pub cache_hits: SummedCounter,
+    pub cache_misses: SummedCounter,
     pub cache_bytes: Gauge,
     pub sendfile_bytes: Counter,
     pub config_reloads: Family<ResultLabels, Counter>,
@@ -65,16 +68,16 @@ pub struct Metrics {
 impl Metrics {
     pub fn new() -> Arc<Metrics> {
         let mut registry = Registry::with_prefix("skiff");
-        let requests = Family::<RequestLabels, Counter>::default();
+        let requests = Family::<RequestLabels, SummedCounter>::default();
         registry.register("http_requests", "HTTP requests answered", requests.clone());
         let request_duration =
-            Family::new_with_constructor(duration_histogram as fn() -> Histogram);
+            Family::new_with_constructor(request_duration_histogram as fn() -> SummedHistogram);
         registry.register(
             "http_request_duration_seconds",
             "Time from a complete request head to the response being handed to the kernel",
             request_duration.clone(),
         );
-        let response_bytes = Family::<VhostLabels, Counter>::default();
+        let response_bytes = Family::<VhostLabels, SummedCounter>::default();
         registry.register(
             "http_response_bytes",
             "Response body bytes sent",
@@ -104,13 +107,13 @@ impl Metrics {
             "Idle parked connections closed before their keep-alive deadline to admit new ones at the connection limit",
             connections_reclaimed.clone(),
         );
-        let cache_hits = Counter::default();
+        let cache_hits = SummedCounter::default();
         registry.register(
             "cache_hits",
             "I/O cache lookups served from memory",
             cache_hits.clone(),
         );
-        let cache_misses = Counter::default();
+        let cache_misses = SummedCounter::default();
         registry.register(
             "cache_misses",
             "I/O cache lookups that went to the file system",
@@ -381,16 +384,28 @@ fn duration_histogram() -> Histogram {
     Histogram::new(skiff_config::DURATION_BUCKETS)
 }
 
-/// A worker's memo of metric handles, so the hot path does not hash label sets.
+/// The request-duration bounds, for the per-worker cells.
+static DURATION_BOUNDS: [f64; 16] = skiff_config::DURATION_BUCKETS;
+
+fn request_duration_histogram() -> SummedHistogram {
+    SummedHistogram::new(&DURATION_BOUNDS)
+}
+
+/// A worker's memo of its cells, so the hot path neither hashes label sets nor writes
+/// lines other workers write.
 pub struct WorkerMetrics {
     pub shared: Arc<Metrics>,
-    counters: Vec<(&'static str, &'static str, u16, Counter)>,
-    per_vhost: Vec<(&'static str, Histogram, Counter)>,
+    counters: Vec<(&'static str, &'static str, u16, Arc<CountCell>)>,
+    per_vhost: Vec<(&'static str, Arc<HistogramCell>, Arc<CountCell>)>,
+    cache_hits: Arc<CountCell>,
+    cache_misses: Arc<CountCell>,
 }
 
 impl WorkerMetrics {
     pub fn new(shared: Arc<Metrics>) -> WorkerMetrics {
         WorkerMetrics {
+            cache_hits: shared.cache_hits.cell(),
+            cache_misses: shared.cache_misses.cell(),
             shared,
             counters: Vec::new(),
             per_vhost: Vec::new(),
@@ -412,9 +427,7 @@ impl WorkerMetrics {
             .iter()
             .find(|(v, cm, cs, _)| *cs == status && std::ptr::eq(*cm, m) && std::ptr::eq(*v, vhost))
         {
-            Some((.., c)) => {
-                c.inc();
-            }
+            Some((.., c)) => c.add(1),
             None => {
                 let c = self
                     .shared
@@ -424,8 +437,8 @@ impl WorkerMetrics {
                         method: m,
                         code: status,
                     })
-                    .clone();
-                c.inc();
+                    .cell();
+                c.add(1);
                 self.counters.push((vhost, m, status, c));
             }
         }
@@ -437,22 +450,18 @@ impl WorkerMetrics {
             Some((_, d, b)) => (d, b),
             None => {
                 let labels = VhostLabels { vhost };
-                let d = self.shared.request_duration.get_or_create(&labels).clone();
-                let b = self.shared.response_bytes.get_or_create(&labels).clone();
+                let d = self.shared.request_duration.get_or_create(&labels).cell();
+                let b = self.shared.response_bytes.get_or_create(&labels).cell();
                 self.per_vhost.push((vhost, d, b));
                 let last = self.per_vhost.last().expect("just pushed");
                 (&last.1, &last.2)
             }
         };
         duration.observe(seconds);
-        bytes.inc_by(body_bytes);
+        bytes.add(body_bytes);
         match cache_hit {
-            Some(true) => {
-                self.shared.cache_hits.inc();
-            }
-            Some(false) => {
-                self.shared.cache_misses.inc();
-            }
+            Some(true) => self.cache_hits.add(1),
+            Some(false) => self.cache_misses.add(1),
             None => {}
         }
     }
@@ -470,6 +479,7 @@ mod tests {
         let m = Metrics::new();
         m.request_duration
             .get_or_create(&VhostLabels { vhost: "site" })
+            .cell()
             .observe(0.2);
         let text = m.encode();
         let les: Vec<&str> = text
