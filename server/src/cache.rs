@@ -7,6 +7,8 @@
 //! dropped. Eviction is quick_cache's CLOCK-Pro over entry weight (bytes held), which keeps
 //! hot small files and resists scans by one-hit files.
 
+mod front;
+
 use crate::fs::mime::content_type_for;
 use crate::fs::open::Root;
 use crate::http::encoding::Encoding;
@@ -15,7 +17,7 @@ use http::HeaderValue;
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -104,6 +106,9 @@ pub struct FileEntry {
     fingerprint: [Option<StatKey>; 4],
     /// The coarse monotonic clock (`now_ms`) when this entry was last known fresh.
     checked_at_ms: AtomicU64,
+    /// Found changed or gone: no longer served, whatever `checked_at_ms` says (a worker's
+    /// front may still hold it).
+    retired: AtomicBool,
     /// For a derived entry: the ETag of the version it was made from.
     derived_from: Option<HeaderValue>,
 }
@@ -205,16 +210,29 @@ pub struct CacheRoot {
     pub index_files: Vec<String>,
 }
 
+thread_local! {
+    /// This thread's front (`front`): each worker's own.
+    static FRONT: std::cell::RefCell<front::Front<FileEntry>> =
+        std::cell::RefCell::new(front::Front::new());
+}
+
 pub struct FileCache {
     settings: CacheSettings,
     entries: quick_cache::sync::Cache<CacheKey, Arc<FileEntry>, EntryWeighter>,
+    /// Tells this cache's entries from another's in the workers' fronts.
+    id: u64,
 }
 
 impl FileCache {
     pub fn new(settings: CacheSettings) -> FileCache {
+        static NEXT_ID: AtomicU64 = AtomicU64::new(0);
         let entries =
             quick_cache::sync::Cache::with_weighter(4096, settings.max_bytes.max(1), EntryWeighter);
-        FileCache { settings, entries }
+        FileCache {
+            settings,
+            entries,
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+        }
     }
 
     /// Bytes currently held, by the cache's own weighing.
@@ -235,15 +253,44 @@ impl FileCache {
         rel: &str,
         trailing_slash: bool,
     ) -> io::Result<Lookup> {
+        let now = self.now_ms();
+        let interval = self.settings.revalidate.as_millis() as u64;
+        let fresh = |entry: &FileEntry| {
+            now.saturating_sub(entry.checked_at_ms.load(Ordering::Relaxed)) < interval
+        };
+        if let Some(entry) = FRONT.with(|f| f.borrow().get(self.id, root.id, path)) {
+            if fresh(&entry) && !entry.retired.load(Ordering::Relaxed) {
+                return Ok(Lookup::File(entry, Hit::Hit));
+            }
+        }
         let key = KeyRef {
             root: root.id,
             path,
             derived: 0,
         };
-        if let Some(entry) = self.entries.get(&key) {
-            let now = self.now_ms();
+        let found = self.lookup_shared(root, path, rel, trailing_slash, &key, now, interval)?;
+        if let Lookup::File(entry, _) = &found {
+            if entry.weight() <= front::MAX_WEIGHT {
+                FRONT.with(|f| f.borrow_mut().put(self.id, root.id, path, entry));
+            }
+        }
+        Ok(found)
+    }
+
+    /// `lookup` in the shared cache: a fresh entry, a revalidated one, or the file loaded.
+    #[allow(clippy::too_many_arguments)]
+    fn lookup_shared(
+        &self,
+        root: &CacheRoot,
+        path: &str,
+        rel: &str,
+        trailing_slash: bool,
+        key: &KeyRef<'_>,
+        now: u64,
+        interval: u64,
+    ) -> io::Result<Lookup> {
+        if let Some(entry) = self.entries.get(key) {
             let checked = entry.checked_at_ms.load(Ordering::Relaxed);
-            let interval = self.settings.revalidate.as_millis() as u64;
             if now.saturating_sub(checked) < interval {
                 return Ok(Lookup::File(entry, Hit::Hit));
             }
@@ -258,7 +305,8 @@ impl FileCache {
             if fingerprint(&root.root, &entry.rel) == entry.fingerprint {
                 return Ok(Lookup::File(entry, Hit::Hit));
             }
-            self.entries.remove(&key);
+            entry.retired.store(true, Ordering::Relaxed);
+            self.entries.remove(key);
         }
         let found = self.load(root, rel, trailing_slash)?;
         if let Lookup::File(entry, _) = &found {
@@ -319,6 +367,7 @@ impl FileCache {
             rel: source.rel.clone(),
             fingerprint: source.fingerprint,
             checked_at_ms: AtomicU64::new(self.now_ms()),
+            retired: AtomicBool::new(false),
             derived_from: Some(source.identity.etag.clone()),
         });
         self.entries.insert(
@@ -441,6 +490,7 @@ impl FileCache {
             rel: rel.to_owned(),
             fingerprint,
             checked_at_ms: AtomicU64::new(self.now_ms()),
+            retired: AtomicBool::new(false),
             derived_from: None,
         })
     }

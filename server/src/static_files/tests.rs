@@ -452,6 +452,42 @@ fn changed_and_deleted_files_are_noticed_after_the_interval() {
     );
 }
 
+/// Each worker keeps recent entries in a front of its own: a change another worker found
+/// retires the entry there too, though that worker's revalidation marked it checked now.
+#[test]
+fn a_change_found_on_one_thread_is_served_on_every_thread() {
+    let s = site_with(
+        default_options(),
+        CacheSettings {
+            revalidate: Duration::from_millis(50),
+            ..CacheSettings::default()
+        },
+        basic,
+    );
+    let files = &s.files;
+    let on_other_thread = |expected: &[u8]| {
+        std::thread::scope(|scope| {
+            scope
+                .spawn(|| assert_eq!(body(&files.respond(&get("/a.txt"))), expected))
+                .join()
+                .unwrap()
+        })
+    };
+    assert_eq!(body(&files.respond(&get("/a.txt"))), TEXT.as_bytes());
+    assert!(files.respond(&get("/a.txt")).cache_hit);
+    on_other_thread(TEXT.as_bytes());
+    std::fs::write(s.dir.path().join("a.txt"), "changed!").unwrap();
+    std::thread::sleep(Duration::from_millis(80));
+    on_other_thread(b"changed!");
+    let r = files.respond(&get("/a.txt"));
+    assert_eq!(
+        body(&r),
+        b"changed!",
+        "the old entry was served from this thread's front"
+    );
+    assert!(r.cache_hit, "the other thread's reload is shared");
+}
+
 #[test]
 fn cache_is_bounded_in_bytes() {
     let s = site_with(
