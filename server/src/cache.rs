@@ -124,6 +124,13 @@ impl FileEntry {
                 .unwrap_or(&self.identity),
         }
     }
+    /// Whether a variant keeps its file open (for sendfile).
+    fn holds_descriptor(&self) -> bool {
+        std::iter::once(&self.identity)
+            .chain(&self.encoded)
+            .any(|v| matches!(v.data, Data::File(_) | Data::Memory(_, Some(_))))
+    }
+
     fn weight(&self) -> u64 {
         const ENTRY_OVERHEAD: u64 = 512;
         let mem = |v: &Variant| match &v.data {
@@ -259,7 +266,9 @@ impl FileCache {
             now.saturating_sub(entry.checked_at_ms.load(Ordering::Relaxed)) < interval
         };
         if let Some(entry) = FRONT.with(|f| f.borrow().get(self.id, root.id, path)) {
-            if fresh(&entry) && !entry.retired.load(Ordering::Relaxed) {
+            if entry.retired.load(Ordering::Relaxed) {
+                FRONT.with(|f| f.borrow_mut().forget(self.id, root.id, path));
+            } else if fresh(&entry) {
                 return Ok(Lookup::File(entry, Hit::Hit));
             }
         }
@@ -270,7 +279,7 @@ impl FileCache {
         };
         let found = self.lookup_shared(root, path, rel, trailing_slash, &key, now, interval)?;
         if let Lookup::File(entry, _) = &found {
-            if entry.weight() <= front::MAX_WEIGHT {
+            if entry.weight() <= front::MAX_WEIGHT && !entry.holds_descriptor() {
                 FRONT.with(|f| f.borrow_mut().put(self.id, root.id, path, entry));
             }
         }

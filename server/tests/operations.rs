@@ -186,6 +186,31 @@ fn access_log_is_combined_by_default_and_json_on_request() {
     assert_eq!(srv.access_log(), "");
 }
 
+/// The fast path reads the clock once per turn, and a batch of cache hits from memory
+/// ends in the turn it was read in; a request that went to the disk is timed.
+#[test]
+fn a_request_that_reads_the_disk_is_timed_on_the_fast_path() {
+    let site = sample_site();
+    let srv = Server::start(site.path(), &["--access-log", "json", "--threads", "1"]);
+    // The first request for the file opens and reads it (a cache miss).
+    let resp = raw_exchange(
+        srv.addr,
+        "GET /a.txt HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+    );
+    assert!(resp.starts_with("HTTP/1.1 200 OK"), "{resp}");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while srv.access_log().is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let log = srv.access_log();
+    let line: serde_json::Value = serde_json::from_str(log.lines().next().expect(&log)).unwrap();
+    assert_eq!(line["target"], "/a.txt", "{line}");
+    assert!(
+        line["duration_us"].as_u64().unwrap() > 0,
+        "a miss read the file in no time: {line}"
+    );
+}
+
 #[test]
 fn changed_and_deleted_files_are_served_fresh_within_the_interval() {
     let site = sample_site();

@@ -472,8 +472,6 @@ impl App {
     }
 }
 
-/// Attaches the bandwidth limits that apply: the rule's per-connection rate overrides the
-/// virtual server's, and both levels' shared buckets count.
 /// HSTS goes on HTTPS responses only: over plain HTTP it could be injected or stripped
 /// by anyone on the path, so browsers ignore it there (RFC 6797 §7.2).
 #[inline]
@@ -495,6 +493,8 @@ fn hsts_value(h: &skiff_config::Hsts) -> HeaderValue {
     HeaderValue::from_str(&v).expect("ASCII")
 }
 
+/// Attaches the bandwidth limits that apply: the rule's per-connection rate overrides the
+/// virtual server's, and both levels' shared buckets count.
 #[inline]
 fn throttled(reply: Reply, vhost: &BandwidthLimits, rule: Option<&BandwidthLimits>) -> Reply {
     let rule_empty = rule.is_none_or(BandwidthLimits::is_empty);

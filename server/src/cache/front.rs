@@ -1,60 +1,77 @@
 //! Each worker's own map of the small files it served lately, in front of the shared
-//! cache: a hit there takes no shard lock and hashes nothing other workers hash. The
-//! shared cache decides what is fresh: an entry here is used while it would be used
-//! there without a stat (its revalidation interval), never once it was found changed.
+//! cache: a hit there takes no shard lock other workers take. The shared cache decides
+//! what is fresh: an entry here is used while it would be used there without a stat (its
+//! revalidation interval), never once it was found changed. Hot files then reach the
+//! shared cache's eviction policy about once per interval per worker, which it counts as
+//! one use.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
-/// Paths held per worker; a full map starts over.
+/// Entries held per worker; a full front starts over.
 const CAPACITY: usize = 256;
 
-/// Only entries this light are held: one the shared cache evicts may live on here until
-/// it next expires, so what the fronts hold beyond the cache's budget stays small
-/// (`CAPACITY` times this, per worker, at worst).
+/// Only entries this light are held, and none holding a descriptor: one the shared cache
+/// evicts or retires stays here until it is looked up again or the front starts over, so
+/// what a front holds beyond the cache's budget is `CAPACITY` times this at worst.
 pub(super) const MAX_WEIGHT: u64 = 16 * 1024;
 
-/// One worker's entries (`E`, the cache's entry type), by path. Under a path there is
-/// normally one, more only when several roots or caches (test servers in one process)
-/// serve the same path.
-pub(super) struct Front<E> {
-    held: HashMap<Box<str>, Vec<Held<E>>, BuildHasherDefault<PathHasher>>,
-}
+type Fast<K, V> = HashMap<K, V, BuildHasherDefault<PathHasher>>;
 
-/// An entry with the cache and root it came from.
-type Held<E> = (u64, u32, Arc<E>);
+/// One worker's entries (`E`, the cache's entry type): by cache and root (several
+/// virtual servers, test servers in one process), then by path.
+pub(super) struct Front<E> {
+    roots: Fast<(u64, u32), Fast<Box<str>, Arc<E>>>,
+    entries: usize,
+}
 
 impl<E> Front<E> {
     pub fn new() -> Front<E> {
         Front {
-            held: HashMap::default(),
+            roots: HashMap::default(),
+            entries: 0,
         }
     }
 
     /// The entry held for `path` in `root` of cache `cache`.
     pub fn get(&self, cache: u64, root: u32, path: &str) -> Option<Arc<E>> {
-        self.held
-            .get(path)?
-            .iter()
-            .find(|(c, r, _)| *c == cache && *r == root)
-            .map(|(.., e)| e.clone())
+        self.roots.get(&(cache, root))?.get(path).cloned()
     }
 
     /// Holds `entry` for `path` in `root` of cache `cache`, in place of any older one.
     pub fn put(&mut self, cache: u64, root: u32, path: &str, entry: &Arc<E>) {
-        if let Some(held) = self.held.get_mut(path) {
-            match held.iter_mut().find(|(c, r, _)| *c == cache && *r == root) {
-                Some(slot) => slot.2 = entry.clone(),
-                None => held.push((cache, root, entry.clone())),
-            }
+        if let Some(held) = self
+            .roots
+            .get_mut(&(cache, root))
+            .and_then(|paths| paths.get_mut(path))
+        {
+            *held = entry.clone();
             return;
         }
-        if self.held.len() >= CAPACITY {
-            self.held.clear();
+        if self.entries >= CAPACITY {
+            self.roots.clear();
+            self.entries = 0;
         }
-        self.held
-            .insert(path.into(), vec![(cache, root, entry.clone())]);
+        self.roots
+            .entry((cache, root))
+            .or_default()
+            .insert(path.into(), entry.clone());
+        self.entries += 1;
+    }
+
+    /// Lets go of the entry for `path` (found retired).
+    pub fn forget(&mut self, cache: u64, root: u32, path: &str) {
+        if let Some(paths) = self.roots.get_mut(&(cache, root)) {
+            if paths.remove(path).is_some() {
+                self.entries -= 1;
+            }
+        }
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.roots.values().map(HashMap::len).sum()
     }
 }
 
@@ -90,5 +107,35 @@ impl PathHasher {
     #[inline]
     fn add(&mut self, word: u64) {
         self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_are_bounded_across_roots_and_found_by_cache_root_and_path() {
+        let mut front = Front::new();
+        let entry = Arc::new(7u8);
+        // Many roots serving the same paths (virtual servers, deploys to new roots).
+        for root in 0..100u32 {
+            for path in ["/", "/favicon.ico", "/robots.txt"] {
+                front.put(1, root, path, &entry);
+                assert!(front.len() <= CAPACITY, "{} entries", front.len());
+            }
+        }
+        front.put(2, 99, "/", &Arc::new(8u8));
+        assert_eq!(front.get(2, 99, "/").as_deref(), Some(&8));
+        assert_eq!(front.get(1, 99, "/").as_deref(), Some(&7));
+        assert_eq!(front.get(1, 99, "/nothing"), None);
+        let before = front.len();
+        front.forget(1, 99, "/");
+        assert_eq!(front.get(1, 99, "/"), None);
+        assert_eq!(front.len(), before - 1);
+        // Putting the same key again replaces, and does not count twice.
+        front.put(2, 99, "/", &Arc::new(9u8));
+        assert_eq!(front.get(2, 99, "/").as_deref(), Some(&9));
+        assert_eq!(front.len(), before - 1);
     }
 }

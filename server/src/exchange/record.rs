@@ -79,7 +79,8 @@ pub struct Exchange<'a> {
     /// file, a redirect; on every path), when the backend's head arrived for a pool.
     pub head_ready: Instant,
     /// When the last body byte was handed to the connection (or the exchange ended). A
-    /// pipelined batch on the fast path ends together, with its last write.
+    /// pipelined batch on the fast path ends together, with its last write; a batch of
+    /// cache hits written at once, when its requests were read (the time of that turn).
     pub ended: Instant,
 }
 

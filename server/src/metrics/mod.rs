@@ -392,13 +392,15 @@ fn request_duration_histogram() -> SummedHistogram {
 }
 
 /// A worker's memo of its cells, so the hot path neither hashes label sets nor writes
-/// lines other workers write.
+/// lines other workers write. It stays on the thread that made it (not `Send`): each
+/// cell has one writer.
 pub struct WorkerMetrics {
     pub shared: Arc<Metrics>,
     counters: Vec<(&'static str, &'static str, u16, Arc<CountCell>)>,
     per_vhost: Vec<(&'static str, Arc<HistogramCell>, Arc<CountCell>)>,
     cache_hits: Arc<CountCell>,
     cache_misses: Arc<CountCell>,
+    one_thread: std::marker::PhantomData<*const ()>,
 }
 
 impl WorkerMetrics {
@@ -409,6 +411,7 @@ impl WorkerMetrics {
             shared,
             counters: Vec::new(),
             per_vhost: Vec::new(),
+            one_thread: std::marker::PhantomData,
         }
     }
 

@@ -59,13 +59,13 @@ impl EncodeMetric for SummedCounter {
     }
 }
 
-/// One writer's observations: a count per bucket (the last one past every bound), the
-/// total count, and the sum's bits.
+/// One writer's observations: a count per bucket (the last one past every bound) and
+/// the sum's bits. The total count is the buckets' sum, so a scrape always agrees with
+/// itself on it.
 #[derive(Debug)]
 pub struct HistogramCell {
     bounds: &'static [f64],
     buckets: Box<[AtomicU64]>,
-    count: AtomicU64,
     sum_bits: AtomicU64,
 }
 
@@ -74,7 +74,6 @@ impl HistogramCell {
         HistogramCell {
             bounds,
             buckets: (0..=bounds.len()).map(|_| AtomicU64::new(0)).collect(),
-            count: AtomicU64::new(0),
             sum_bits: AtomicU64::new(0f64.to_bits()),
         }
     }
@@ -88,9 +87,8 @@ impl HistogramCell {
             .iter()
             .position(|b| *b >= v)
             .unwrap_or(self.bounds.len());
-        let bump = |a: &AtomicU64| a.store(a.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-        bump(&self.buckets[i]);
-        bump(&self.count);
+        let bucket = &self.buckets[i];
+        bucket.store(bucket.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         let sum = f64::from_bits(self.sum_bits.load(Ordering::Relaxed)) + v;
         self.sum_bits.store(sum.to_bits(), Ordering::Relaxed);
     }
@@ -128,14 +126,14 @@ impl SummedHistogram {
             .chain(std::iter::once(f64::MAX))
             .map(|b| (b, 0))
             .collect();
-        let (mut sum, mut count) = (0.0, 0u64);
+        let mut sum = 0.0;
         for cell in lock(&self.cells).iter() {
             for (total, b) in buckets.iter_mut().zip(cell.buckets.iter()) {
                 total.1 += b.load(Ordering::Relaxed);
             }
-            count += cell.count.load(Ordering::Relaxed);
             sum += f64::from_bits(cell.sum_bits.load(Ordering::Relaxed));
         }
+        let count = buckets.iter().map(|b| b.1).sum();
         (sum, count, buckets)
     }
 }

@@ -23,14 +23,13 @@ pub(super) mod transport;
 mod wait;
 
 use super::stop_wait::{stopping_now, StopWait};
-use crate::app::{App, Routed, Verdict, Verification};
+use crate::app::{Routed, Verdict, Verification};
 use crate::conn::file_send::FileSendPolicy;
 use crate::conn::origin::TlsSession;
 use crate::exchange::{front, Exchange, Outcome, Protocol};
 use crate::http::request::RequestHead;
 use crate::state::Shared;
 use crate::tls::ktls::RecordBudget;
-use arc_swap::ArcSwap;
 use backend::{BackendJob, Link};
 use bytes::Bytes;
 use http::{Method, StatusCode};
@@ -111,10 +110,6 @@ struct Conn<'s> {
     /// The listener's port: SERVER_PORT for pool requests.
     local_port: u16,
     shared: &'s Arc<Shared>,
-    /// The configuration generation, checked for a newer one with a plain load per
-    /// request (`ArcSwap::load` costs atomic writes to shared lines). It is kept while
-    /// the connection waits, and let go when it parks or closes.
-    app: arc_swap::Cache<&'s ArcSwap<App>, Arc<App>>,
     /// Set on a TLS connection (kTLS or rustls).
     tls: Option<TlsSession>,
     /// The request buffer (`max_header_bytes + 1`); empty while the connection waits
@@ -137,9 +132,10 @@ struct Conn<'s> {
     /// When this task began serving it: a resumed connection is not idle before it has
     /// read what woke it, whatever its last request's time.
     began: Instant,
-    /// When the bytes being served were read (or the last wait ended): the start of every
-    /// request parsed from them, and the end of a batch written without waiting. The
-    /// clock is read once per turn, as nginx caches its time per event-loop turn.
+    /// The clock as last read: when the bytes being served arrived, or when a backend
+    /// exchange, a verification or a batch that was not all memory ended. The start of
+    /// every request parsed from those bytes, and the end of a batch of cache hits
+    /// written at once: read once per turn, as nginx caches its time per event-loop turn.
     turn: Instant,
 }
 
@@ -171,7 +167,6 @@ pub(super) async fn serve(
         peer,
         local_port,
         shared,
-        app: arc_swap::Cache::new(&shared.app),
         tls,
         // Taken from the pool at the first read.
         buf: Vec::new(),
@@ -478,7 +473,7 @@ impl Conn<'_> {
         let close = close || host_refused || self.out.records.is_some_and(|r| r.spent());
         let logged = Logged::of(&self.buf, &head);
         let verdict = verified.as_ref().map(|v| &v.0);
-        let app = self.app.load();
+        let app = &self.shared.app.load();
         let (reply, vhost) = match front::route_checked(app, &head, host_refused, verdict) {
             Routed::Reply { reply, vhost } => (reply, vhost),
             Routed::Verify(verification) => return Step::Verify(Box::new((verification, started))),
@@ -541,11 +536,20 @@ impl Conn<'_> {
         if sent.via_sendfile > 0 {
             self.shared.metrics.sendfile_bytes.inc_by(sent.via_sendfile);
         }
-        if sent.waited {
+        // A batch of replies made from the cache's memory and written at once ends in the
+        // turn its requests were read in (well under the histogram's first bucket); any
+        // other batch (a file read, a compression, a listing, a write that waited) reads
+        // the clock.
+        let from_memory =
+            !sent.took_writer && self.pending.iter().all(|p| p.cache_hit == Some(true));
+        if !from_memory {
             self.turn = Instant::now();
+            if !self.pending.is_empty() {
+                // The keep-alive deadline runs from the end of a long response.
+                self.last_active = self.turn;
+            }
         }
         if !self.pending.is_empty() {
-            // Written in this turn (most batches), or just now after waiting.
             let ended = self.turn;
             let written = sent.written;
             for p in self.pending.drain(..) {

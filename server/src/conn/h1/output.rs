@@ -63,9 +63,9 @@ pub(super) struct Sent {
     pub written: u64,
     /// Of which with sendfile (for `skiff_sendfile_bytes`).
     pub via_sendfile: u64,
-    /// Whether the batch took the writer that may wait (a full socket, file or paced
-    /// bodies), rather than one writev now.
-    pub waited: bool,
+    /// Whether the batch went to the writer that may wait (a full socket, file or paced
+    /// bodies, kTLS, records rustls still holds), rather than one writev now.
+    pub took_writer: bool,
     pub result: io::Result<()>,
 }
 
@@ -221,10 +221,10 @@ impl Output {
         policy: FileSendPolicy,
         read_chunk: &mut Vec<u8>,
     ) -> Sent {
-        let mut waited = false;
+        let mut took_writer = false;
         let result = match self.write_memory_now(stream) {
             Ok(Some((i, skip))) => {
-                waited = true;
+                took_writer = true;
                 Box::pin(self.write_from(i, skip, stream, policy, read_chunk)).await
             }
             Ok(None) => Ok(()),
@@ -233,7 +233,7 @@ impl Output {
         let sent = Sent {
             written: self.written,
             via_sendfile: self.via_sendfile,
-            waited,
+            took_writer,
             result,
         };
         self.clear();
@@ -462,7 +462,8 @@ fn gather<'a>(
 
 /// What `write_run_now` did.
 enum RunNow {
-    /// The batch is not all memory, has more segments than `iov`, or the socket is full.
+    /// The batch is not all memory or has more segments than `iov` (not tried), or the
+    /// socket took none of it (WouldBlock).
     Untried,
     /// Nothing to write.
     Empty,

@@ -44,7 +44,10 @@ impl Deadline {
     }
 
     fn poll(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        match self.sleep.as_mut().poll(cx) {
+        // Outside the task's budget: with the budget spent, a Sleep answers Pending without
+        // taking the waker, and `holds` would then claim a waker the timer does not hold.
+        let mut sleep = tokio::task::unconstrained(self.sleep.as_mut());
+        match Pin::new(&mut sleep).poll(cx) {
             Poll::Ready(()) => {
                 self.holds = None;
                 Poll::Ready(())
@@ -155,9 +158,50 @@ mod tests {
             assert!(matches!(woke, Woke::Deadline));
             let at = began.elapsed();
             assert!(
-                at >= expected && at < expected + Duration::from_millis(300),
+                at >= expected && at < expected + Duration::from_millis(1500),
                 "reset {reset_between}: woke after {at:?}, expected {expected:?}"
             );
+        }
+    }
+
+    /// The timer fired while the task awaited something else, which took the wake: the
+    /// next wait must see it at once (`is_elapsed`); and once reset, it must be polled
+    /// again, for the fired timer's waker is gone.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_deadline_that_fired_between_waits_is_not_slept_through() {
+        for reset_after in [false, true] {
+            let (mut client, server) = pair().await;
+            let began = Instant::now();
+            let mut deadline = Deadline::new(began + Duration::from_millis(100));
+            let mut stop = StopWait::default();
+            drain(&server);
+            client.write_all(b"x").await.unwrap();
+            let woke = wait(&server, &mut deadline, &mut stop, true).await.unwrap();
+            assert!(matches!(woke, Woke::Readable));
+            assert!(deadline.holds.is_some(), "the wait polled the timer");
+            drain(&server);
+            // The deadline passes, and the driver fires it, while the task sleeps here.
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            let expected = if reset_after {
+                deadline.reset(Instant::now() + Duration::from_millis(200));
+                began.elapsed() + Duration::from_millis(200)
+            } else {
+                began.elapsed()
+            };
+            let woke = tokio::time::timeout(
+                Duration::from_secs(3),
+                wait(&server, &mut deadline, &mut stop, true),
+            )
+            .await
+            .expect("the deadline ended the wait")
+            .unwrap();
+            assert!(matches!(woke, Woke::Deadline));
+            let at = began.elapsed();
+            assert!(
+                at >= expected && at < expected + Duration::from_millis(1500),
+                "reset {reset_after}: woke after {at:?}, expected about {expected:?}"
+            );
+            drop(client);
         }
     }
 }
