@@ -13,7 +13,7 @@ use std::sync::Arc;
 const CAPACITY: usize = 256;
 
 /// Only entries this light are held, and none holding a descriptor: one the shared cache
-/// evicts or retires stays here until it is looked up again or the front starts over, so
+/// evicts or retires may stay here (unused once stale) until the front starts over, so
 /// what a front holds beyond the cache's budget is `CAPACITY` times this at worst.
 pub(super) const MAX_WEIGHT: u64 = 16 * 1024;
 
@@ -65,6 +65,9 @@ impl<E> Front<E> {
         if let Some(paths) = self.roots.get_mut(&(cache, root)) {
             if paths.remove(path).is_some() {
                 self.entries -= 1;
+            }
+            if paths.is_empty() {
+                self.roots.remove(&(cache, root));
             }
         }
     }

@@ -129,8 +129,8 @@ pub(crate) fn close_longest_idle() -> Option<OwnedSemaphorePermit> {
 }
 
 /// Parks an idle connection (one with nothing buffered and nothing to send) until it is
-/// readable, or until its keep-alive deadline (from `last_active`, its last request) when
-/// it is closed. It is closed at once when the server stops or the set cannot take it.
+/// readable, or until its keep-alive deadline (from `last_active`: its last request, or
+/// its last response's end) when it is closed. It is closed at once when the server stops or the set cannot take it.
 pub(crate) fn park(
     stream: tokio::net::TcpStream,
     peer: SocketAddr,

@@ -98,8 +98,11 @@ impl StaticFiles {
         };
         match found {
             Lookup::File(entry, hit) => {
-                let mut reply = self.file_reply(req, path.as_str(), &entry, safe);
-                reply.cache_hit = hit == Hit::Hit;
+                let made = std::cell::Cell::new(false);
+                let mut reply = self.file_reply(req, path.as_str(), &entry, safe, &made);
+                // A compressed form made for this request missed its own entry (and took
+                // the time a compression takes: the exchange is timed as a miss).
+                reply.cache_hit = hit == Hit::Hit && !made.get();
                 reply
             }
             Lookup::RedirectToSlash => {
@@ -148,6 +151,7 @@ impl StaticFiles {
         path: &str,
         entry: &FileEntry,
         safe: bool,
+        made: &std::cell::Cell<bool>,
     ) -> Reply {
         // Codings on offer: sidecars first, then on-the-fly ones for cacheable text.
         let dynamic = self.options.compression.as_deref().filter(|c| {
@@ -180,6 +184,7 @@ impl StaticFiles {
                 derived = self
                     .cache
                     .derived(&self.root, path, derived_tag(e), entry, |src| {
+                        made.set(true);
                         match &src.data {
                             Data::Memory(bytes, _) => compress::compress(e, bytes)
                                 .ok()

@@ -593,6 +593,20 @@ fn on_the_fly_compression_negotiates_and_compresses_once() {
     }
 }
 
+/// A coding made for a request is a miss of its own entry, though the file was cached:
+/// the exchange is then timed and counted as one.
+#[test]
+fn a_coding_compressed_for_this_request_is_a_miss() {
+    let s = compressing_site(|p| std::fs::write(p.join("site.css"), CSS.repeat(100)).unwrap());
+    let get_with = |accept| s.files.respond(&with_accept("/site.css", accept));
+    assert!(!get_with(None).cache_hit, "the file's first read");
+    assert!(get_with(None).cache_hit);
+    let br = get_with(Some("br"));
+    assert_eq!(header(&br, "content-encoding"), Some("br"));
+    assert!(!br.cache_hit, "compressed for this request");
+    assert!(get_with(Some("br")).cache_hit, "then from the cache");
+}
+
 #[test]
 fn sidecars_win_over_on_the_fly_compression_and_changes_recompress() {
     let s = compressing_site(|p| {

@@ -122,6 +122,8 @@ struct Conn<'s> {
     read_chunk: Vec<u8>,
     /// When the current partially received request began, for the header timeout.
     partial_since: Option<Instant>,
+    /// When the last request was read, or the last response that was not all from
+    /// memory ended: the keep-alive deadline and the park's run from it.
     last_active: Instant,
     /// Whether a request has begun: until then, silence is bounded by the header timeout,
     /// not the keep-alive one.
@@ -372,7 +374,7 @@ impl Conn<'_> {
     }
 
     /// When an idle connection is closed: the header timeout after it opened if it has not
-    /// asked anything yet, the keep-alive timeout after its last request otherwise.
+    /// asked anything yet, the keep-alive timeout after `last_active` otherwise.
     fn idle_deadline(&self) -> Instant {
         let limits = &self.shared.settings.limits;
         if self.asked {
