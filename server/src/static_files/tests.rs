@@ -25,6 +25,18 @@ fn site_with(options: StaticOptions, cache: CacheSettings, setup: impl FnOnce(&P
     }
 }
 
+/// The basic site, its cache re-checking files every `revalidate`.
+fn basic_site_revalidating(revalidate: Duration) -> Site {
+    site_with(
+        default_options(),
+        CacheSettings {
+            revalidate,
+            ..CacheSettings::default()
+        },
+        basic,
+    )
+}
+
 fn default_options() -> StaticOptions {
     StaticOptions {
         allow_hidden: false,
@@ -410,14 +422,7 @@ fn precompressed_sidecars() {
 fn cache_hit_does_no_file_io() {
     // With a long revalidation interval, a hit must not read the disk: rewriting the
     // file in place (same inode) is invisible until revalidation.
-    let s = site_with(
-        default_options(),
-        CacheSettings {
-            revalidate: Duration::from_secs(3600),
-            ..CacheSettings::default()
-        },
-        basic,
-    );
+    let s = basic_site_revalidating(Duration::from_secs(3600));
     let first = s.files.respond(&get("/a.txt"));
     assert!(!first.cache_hit);
     std::fs::write(s.dir.path().join("a.txt"), "changed").unwrap();
@@ -428,14 +433,7 @@ fn cache_hit_does_no_file_io() {
 
 #[test]
 fn changed_and_deleted_files_are_noticed_after_the_interval() {
-    let s = site_with(
-        default_options(),
-        CacheSettings {
-            revalidate: Duration::from_millis(50),
-            ..CacheSettings::default()
-        },
-        basic,
-    );
+    let s = basic_site_revalidating(Duration::from_millis(50));
     assert_eq!(body(&s.files.respond(&get("/a.txt"))), TEXT.as_bytes());
     std::fs::write(s.dir.path().join("a.txt"), "changed!").unwrap();
     std::thread::sleep(Duration::from_millis(80));
@@ -456,14 +454,7 @@ fn changed_and_deleted_files_are_noticed_after_the_interval() {
 /// retires the entry there too, though that worker's revalidation marked it checked now.
 #[test]
 fn a_change_found_on_one_thread_is_served_on_every_thread() {
-    let s = site_with(
-        default_options(),
-        CacheSettings {
-            revalidate: Duration::from_millis(50),
-            ..CacheSettings::default()
-        },
-        basic,
-    );
+    let s = basic_site_revalidating(Duration::from_millis(50));
     let files = &s.files;
     let on_other_thread = |expected: &[u8]| {
         std::thread::scope(|scope| {

@@ -538,7 +538,6 @@ mod tests {
     use super::*;
     use std::time::Duration;
     use tokio::io::AsyncReadExt;
-    use tokio::net::TcpStream;
 
     fn policy() -> FileSendPolicy {
         FileSendPolicy {
@@ -551,14 +550,7 @@ mod tests {
         }
     }
 
-    async fn pair() -> (TcpStream, TcpStream) {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let client = TcpStream::connect(listener.local_addr().unwrap())
-            .await
-            .unwrap();
-        let (server, _) = listener.accept().await.unwrap();
-        (server, client)
-    }
+    use super::super::tcp_pair as pair;
 
     /// A batch of memory segments larger than the socket takes at once: the first writev
     /// is partial, and the boxed writer goes on from exactly where it stopped.

@@ -105,13 +105,27 @@ mod tests {
     use std::time::Duration;
     use tokio::io::AsyncWriteExt;
 
-    async fn pair() -> (TcpStream, TcpStream) {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let client = TcpStream::connect(listener.local_addr().unwrap())
+    use super::super::tcp_pair;
+
+    /// Waits with nothing buffered; the deadline must end the wait about `expected`
+    /// after `began`.
+    async fn deadline_ends_the_wait(
+        server: &TcpStream,
+        deadline: &mut Deadline,
+        stop: &mut StopWait,
+        began: Instant,
+        expected: Duration,
+    ) {
+        let woke = tokio::time::timeout(Duration::from_secs(3), wait(server, deadline, stop, true))
             .await
+            .expect("the deadline ended the wait")
             .unwrap();
-        let (server, _) = listener.accept().await.unwrap();
-        (client, server)
+        assert!(matches!(woke, Woke::Deadline));
+        let at = began.elapsed();
+        assert!(
+            at >= expected && at < expected + Duration::from_millis(1500),
+            "woke after {at:?}, expected {expected:?}"
+        );
     }
 
     /// Reads what arrived until the socket is drained, which clears its readiness.
@@ -125,7 +139,7 @@ mod tests {
     #[tokio::test(flavor = "current_thread")]
     async fn a_wait_that_polls_only_the_socket_still_ends_at_the_deadline() {
         for reset_between in [false, true] {
-            let (mut client, server) = pair().await;
+            let (server, mut client) = tcp_pair().await;
             let began = Instant::now();
             let mut deadline = Deadline::new(began + Duration::from_millis(400));
             let mut stop = StopWait::default();
@@ -148,19 +162,7 @@ mod tests {
             } else {
                 Duration::from_millis(400)
             };
-            let woke = tokio::time::timeout(
-                Duration::from_secs(3),
-                wait(&server, &mut deadline, &mut stop, true),
-            )
-            .await
-            .expect("the deadline ended the wait")
-            .unwrap();
-            assert!(matches!(woke, Woke::Deadline));
-            let at = began.elapsed();
-            assert!(
-                at >= expected && at < expected + Duration::from_millis(1500),
-                "reset {reset_between}: woke after {at:?}, expected {expected:?}"
-            );
+            deadline_ends_the_wait(&server, &mut deadline, &mut stop, began, expected).await;
         }
     }
 
@@ -170,7 +172,7 @@ mod tests {
     #[tokio::test(flavor = "current_thread")]
     async fn a_deadline_that_fired_between_waits_is_not_slept_through() {
         for reset_after in [false, true] {
-            let (mut client, server) = pair().await;
+            let (server, mut client) = tcp_pair().await;
             let began = Instant::now();
             let mut deadline = Deadline::new(began + Duration::from_millis(100));
             let mut stop = StopWait::default();
@@ -189,19 +191,7 @@ mod tests {
             } else {
                 now - began
             };
-            let woke = tokio::time::timeout(
-                Duration::from_secs(3),
-                wait(&server, &mut deadline, &mut stop, true),
-            )
-            .await
-            .expect("the deadline ended the wait")
-            .unwrap();
-            assert!(matches!(woke, Woke::Deadline));
-            let at = began.elapsed();
-            assert!(
-                at >= expected && at < expected + Duration::from_millis(1500),
-                "reset {reset_after}: woke after {at:?}, expected about {expected:?}"
-            );
+            deadline_ends_the_wait(&server, &mut deadline, &mut stop, began, expected).await;
             drop(client);
         }
     }
