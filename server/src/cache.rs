@@ -8,6 +8,9 @@
 //! hot small files and resists scans by one-hit files.
 
 mod front;
+mod roots;
+
+pub use roots::{CacheRoot, RootRegistry};
 
 use crate::fs::mime::content_type_for;
 use crate::fs::open::Root;
@@ -206,15 +209,6 @@ impl quick_cache::Equivalent<CacheKey> for KeyRef<'_> {
     fn equivalent(&self, key: &CacheKey) -> bool {
         self.root == key.root && self.derived == key.derived && self.path == &*key.path
     }
-}
-
-/// A document root as the cache knows it: the open directory, a stable id and the index
-/// files tried for directories.
-#[derive(Debug)]
-pub struct CacheRoot {
-    pub id: u32,
-    pub root: Root,
-    pub index_files: Vec<String>,
 }
 
 thread_local! {
@@ -595,47 +589,4 @@ mod libc_errno {
     pub const ELOOP: i32 = Errno::LOOP.raw_os_error();
     pub const EACCES: i32 = Errno::ACCESS.raw_os_error();
     pub const EPERM: i32 = Errno::PERM.raw_os_error();
-}
-
-/// (device, inode, follow symlinks, index files) and the root opened for them.
-type KnownRoot = (u64, u64, bool, Vec<String>, Arc<CacheRoot>);
-
-/// Opens document roots and gives each directory a stable id, so a config reload that
-/// keeps a root keeps its cache entries, and one that swaps the directory gets fresh ones.
-#[derive(Default)]
-pub struct RootRegistry {
-    next_id: std::sync::atomic::AtomicU32,
-    known: std::sync::Mutex<Vec<KnownRoot>>,
-}
-
-impl RootRegistry {
-    pub fn open(
-        &self,
-        path: &std::path::Path,
-        follow_symlinks: bool,
-        index_files: &[String],
-    ) -> io::Result<Arc<CacheRoot>> {
-        let root = Root::open(path, follow_symlinks)?;
-        let (dev, ino) = root.identity()?;
-        let mut known = self.known.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((.., existing)) = known.iter().find(|(d, i, f, idx, _)| {
-            *d == dev && *i == ino && *f == follow_symlinks && idx == index_files
-        }) {
-            return Ok(existing.clone());
-        }
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let entry = Arc::new(CacheRoot {
-            id,
-            root,
-            index_files: index_files.to_vec(),
-        });
-        known.push((
-            dev,
-            ino,
-            follow_symlinks,
-            index_files.to_vec(),
-            entry.clone(),
-        ));
-        Ok(entry)
-    }
 }
