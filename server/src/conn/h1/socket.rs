@@ -14,7 +14,8 @@ pub(super) enum ReadResult {
 
 /// Reads what the socket has into `space`; returns the bytes read and what that means. A
 /// short read means the kernel buffer was drained, so readiness is cleared right away
-/// instead of by a second read that would return EAGAIN.
+/// instead of by a second read that would return EAGAIN. recv, not read: read goes
+/// through the file layer before the same socket call.
 pub(super) fn read_available(
     stream: &TcpStream,
     space: &mut [u8],
@@ -22,7 +23,8 @@ pub(super) fn read_available(
     let cap = space.len();
     let mut got = 0usize;
     let r = stream.try_io(Interest::READABLE, || {
-        let n = rustix::io::read(stream, &mut *space).map_err(io::Error::from)?;
+        let (n, _) = rustix::net::recv(stream, &mut *space, rustix::net::RecvFlags::empty())
+            .map_err(io::Error::from)?;
         got = n;
         if n > 0 && n < cap {
             Err(io::ErrorKind::WouldBlock.into())

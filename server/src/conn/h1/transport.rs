@@ -51,17 +51,12 @@ impl Transport {
     pub(super) fn try_writev(&mut self, iov: &[IoSlice<'_>], more: bool) -> io::Result<usize> {
         match self {
             Transport::Plain(s) => s.try_io(Interest::WRITABLE, || {
-                if more {
-                    rustix::net::sendmsg(
-                        &*s,
-                        iov,
-                        &mut rustix::net::SendAncillaryBuffer::default(),
-                        rustix::net::SendFlags::MORE | rustix::net::SendFlags::NOSIGNAL,
-                    )
-                    .map_err(io::Error::from)
+                let flags = if more {
+                    rustix::net::SendFlags::MORE
                 } else {
-                    rustix::io::writev(&*s, iov).map_err(io::Error::from)
-                }
+                    rustix::net::SendFlags::empty()
+                };
+                send_vectored(s, iov, flags)
             }),
             Transport::Rustls(t) => {
                 let (io, conn) = t.get_mut();
@@ -255,15 +250,31 @@ fn read_rustls(t: &mut RustlsStream, space: &mut [u8]) -> (usize, io::Result<Rea
     }
 }
 
+/// One sendmsg of `iov` (without SIGPIPE). Socket calls, not read/writev: those go
+/// through the file layer first, which costs more per call than the socket does.
+fn send_vectored(
+    socket: &TcpStream,
+    iov: &[IoSlice<'_>],
+    flags: rustix::net::SendFlags,
+) -> io::Result<usize> {
+    rustix::net::sendmsg(
+        socket,
+        iov,
+        &mut rustix::net::SendAncillaryBuffer::default(),
+        flags | rustix::net::SendFlags::NOSIGNAL,
+    )
+    .map_err(io::Error::from)
+}
+
 /// The socket as rustls's `Read`/`Write`, without waiting (EAGAIN is `WouldBlock`).
 struct SocketIo<'a>(&'a TcpStream);
 
 impl Write for SocketIo<'_> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        rustix::io::write(self.0, buf).map_err(io::Error::from)
+        rustix::net::send(self.0, buf, rustix::net::SendFlags::NOSIGNAL).map_err(io::Error::from)
     }
     fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        rustix::io::writev(self.0, bufs).map_err(io::Error::from)
+        send_vectored(self.0, bufs, rustix::net::SendFlags::empty())
     }
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
@@ -279,7 +290,8 @@ struct ShortRead<'a> {
 impl Read for ShortRead<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let want = buf.len();
-        let n = rustix::io::read(self.tcp, buf).map_err(io::Error::from)?;
+        let (n, _) = rustix::net::recv(self.tcp, buf, rustix::net::RecvFlags::empty())
+            .map_err(io::Error::from)?;
         self.short = n < want;
         Ok(n)
     }
