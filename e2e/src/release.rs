@@ -125,9 +125,11 @@ pub async fn remove_crd(cluster: &Cluster, name: &str) {
         return;
     }
     let _ = crds.delete(name, &DeleteParams::default()).await;
+    // The apiserver deletes the CRD's objects first; on a busy two-core machine that once
+    // took over a minute. Polled, so a quick deletion still ends the wait at once.
     wait_for(
         &format!("CRD {name} to go"),
-        Duration::from_secs(60),
+        Duration::from_secs(180),
         || {
             let crds = crds.clone();
             async move { crds.get_opt(name).await.ok()?.is_none().then_some(()) }

@@ -24,6 +24,11 @@ const BENCHES: &[(&str, &str, &str)] = &[
         "python3 bench/ab.py --variant 'A=FLAGS' --variant 'B=FLAGS' --file NAME:SIZE:CONNS ...",
     ),
     (
+        "floor",
+        "skiff serve beside the limit responder and a bare tokio task per connection (1 KiB)",
+        "python3 bench/floor.py [--size 1024] [--conns 10] [--rounds 5] [--seconds 4]",
+    ),
+    (
         "reload",
         "config reloads under wrk load: every request must succeed",
         "python3 bench/reload_under_load.py [--seconds 10] [--reloads 25] [--connections 50]",
@@ -50,7 +55,7 @@ fn list() {
     }
     println!(
         "\nstatic installs the peers (scripts/install-deps.sh --bench) and builds the release\n\
-         binary itself; dynamic, ab, reload and attack build target/release/skiff first (dynamic\n\
+         binary itself; dynamic, ab, floor, reload and attack build target/release/skiff first (dynamic\n\
          also installs nginx and the backends; attack needs php-fpm, which\n\
          scripts/install-deps.sh installs); operator needs e2e/cluster up and\n\
          {OPERATOR_BINARY} (cargo xtask images). Figures and conditions: BENCHMARKS.md."
@@ -88,6 +93,23 @@ pub fn bench(args: &[String]) -> Outcome {
             release_build()?;
             step("A/B bench: bench/ab.py");
             run(python("bench/ab.py"))
+        }
+        "floor" => {
+            release_build()?;
+            step("cargo build --release -p skiff --example tokio_floor");
+            run(cmd(
+                "cargo",
+                [
+                    "build",
+                    "--release",
+                    "-p",
+                    "skiff",
+                    "--example",
+                    "tokio_floor",
+                ],
+            ))?;
+            step("where a small file's CPU goes: bench/floor.py");
+            run(python("bench/floor.py"))
         }
         "reload" => {
             release_build()?;

@@ -1,7 +1,7 @@
 //! The HTTP/1.1 fast path. hyper cannot hand a body to sendfile(2) (hyper #140, #3026), so
 //! plaintext HTTP/1.1 requests for GET, HEAD and OPTIONS without a body are parsed here
 //! with httparse (hyper's own parser) and answered by writing the head and memory bodies
-//! with one writev, and file bodies with sendfile or pread. Pipelined requests are
+//! with one gathered write, and file bodies with sendfile or pread. Pipelined requests are
 //! answered in one batch. Anything else (h2c prior knowledge, request bodies, Expect,
 //! Upgrade, other methods) is handed to hyper together with the bytes already read.
 //! The same loop serves HTTPS connections whose session the kernel took over (kTLS):

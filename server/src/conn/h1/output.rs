@@ -503,7 +503,7 @@ struct Run<'a> {
     skip: usize,
 }
 
-/// One writev (or sendmsg with MSG_MORE when a file body follows, so the head and the
+/// One gathered sendmsg (with MSG_MORE when a file body follows, so the head and the
 /// first file bytes share a packet) of a run of `len` bytes, waiting for writability as
 /// needed.
 async fn write_vectored(
