@@ -29,7 +29,7 @@ def kubectl(*args, input=None):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--count", type=int, default=300)
-    ap.add_argument("--binary", default=os.path.join(ROOT, "target/x86_64-unknown-linux-gnu/release/skiff-operator"))
+    ap.add_argument("--binary", default=os.path.join(ROOT, "target/operator/x86_64-unknown-linux-gnu/release/skiff-operator"))
     ap.add_argument("--timeout", type=float, default=300)
     args = ap.parse_args()
 

@@ -18,7 +18,7 @@ mkdir -p "$out"
 # (not the docs, tests' harness, chart or tools), the toolchain and the image names.
 cache_key() {
   git rev-parse --git-dir >/dev/null 2>&1 || return 1
-  local paths=(Cargo.toml Cargo.lock .cargo server operator images examples/site)
+  local paths=(Cargo.toml Cargo.lock .cargo server operator images examples/site scripts/release-build.sh scripts/release-flags.sh scripts/pgo-profile.sh scripts/pgo_train.py bench/benchlib.py)
   {
     rustc -V
     echo "$name $operator_name"
@@ -27,9 +27,16 @@ cache_key() {
     git ls-files -o --exclude-standard -z -- "${paths[@]}" | xargs -0 -r sha256sum
   } | sha256sum | cut -c1-32
 }
+# Profile-guided when a profile can be made here (scripts/release-build.sh): the key says
+# which, so a plain build is never taken for a profiled one.
+pgo_tag=plain
+if scripts/pgo-profile.sh --check; then
+  pgo_tag=pgo
+fi
 cache_root=${SKIFF_IMAGE_CACHE:-$HOME/.cache/skiff-images}
 key=
 if [ "$cache_root" != off ] && key=$(cache_key); then
+  key=$key-$pgo_tag
   cached=$cache_root/$key
   if [ -f "$cached/skiff.oci.tar" ] && [ -f "$cached/skiff-operator.oci.tar" ]; then
     cp "$cached/skiff.oci.tar" "$cached/skiff-operator.oci.tar" "$out/"
@@ -37,10 +44,17 @@ if [ "$cache_root" != off ] && key=$(cache_key); then
     exit 0
   fi
 fi
-# pack-relative-relocs: a static-pie binary applies its relative relocations at start,
-# reading its whole table; packed (RELR, glibc 2.36) it is 7 KB, not 651 KB.
-RUSTFLAGS="-C target-feature=+crt-static -C link-arg=-Wl,-z,pack-relative-relocs" \
-  cargo build --release --target x86_64-unknown-linux-gnu -p skiff -p skiff-operator --bin skiff --bin skiff-operator
+# Static glibc binaries with packed relocations (scripts/release-flags.sh). The operator is
+# built apart, in a target directory of its own: built beside skiff, it would change the
+# features (and so the symbol names) of their shared dependencies, and with other
+# RUSTFLAGS in one directory each build would undo the other's.
+profile=$(scripts/release-build.sh)
+if [ -z "$profile" ] && [ -n "$key" ]; then
+  key=${key%-pgo}-plain
+fi
+source scripts/release-flags.sh
+RUSTFLAGS="$release_rustflags" CARGO_TARGET_DIR=target/operator \
+  cargo build --release --target "$release_target" -p skiff-operator --bin skiff-operator
 rootfs=target/images/skiff-rootfs
 rm -rf "$rootfs"
 mkdir -p "$rootfs/etc" "$rootfs/srv"
@@ -56,7 +70,7 @@ python3 images/oci_image.py "$rootfs" "$name" target/images/skiff.oci.tar \
 operator_rootfs=target/images/skiff-operator-rootfs
 rm -rf "$operator_rootfs"
 mkdir -p "$operator_rootfs/etc"
-cp target/x86_64-unknown-linux-gnu/release/skiff-operator "$operator_rootfs/skiff-operator"
+cp target/operator/x86_64-unknown-linux-gnu/release/skiff-operator "$operator_rootfs/skiff-operator"
 strip "$operator_rootfs/skiff-operator"
 cp images/skiff/passwd "$operator_rootfs/etc/passwd"
 cp images/skiff/group "$operator_rootfs/etc/group"

@@ -45,7 +45,8 @@ if ! command -v cargo >/dev/null 2>&1; then
   exit 1
 fi
 if command -v rustup >/dev/null 2>&1; then
-  for component in rustfmt clippy; do
+  # llvm-tools: llvm-profdata, for the profile-guided release build (scripts/pgo-profile.sh).
+  for component in rustfmt clippy llvm-tools; do
     rustup component list --installed 2>/dev/null | grep -q "^$component" || rustup component add "$component"
   done
 fi

@@ -46,7 +46,7 @@ const BENCHES: &[(&str, &str, &str)] = &[
 ];
 
 /// The operator binary bench/operator_scale.py runs by default; images/build.sh builds it.
-const OPERATOR_BINARY: &str = "target/x86_64-unknown-linux-gnu/release/skiff-operator";
+const OPERATOR_BINARY: &str = "target/operator/x86_64-unknown-linux-gnu/release/skiff-operator";
 
 fn list() {
     println!("usage: cargo xtask bench NAME [ARGS...]   (ARGS go to the benchmark)\n");

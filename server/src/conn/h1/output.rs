@@ -471,7 +471,7 @@ enum RunNow {
     Wrote { n: usize, len: usize },
 }
 
-/// One writev of a batch made of memory segments only, gathered into `iov`.
+/// One gathered write (sendmsg) of a batch made of memory segments only, gathered into `iov`.
 fn write_run_now<'a>(
     head: &'a [u8],
     segs: &'a [Seg],
