@@ -3,6 +3,8 @@
 
 mod common;
 use common::*;
+use std::io::{Read, Write};
+use std::net::TcpStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -47,6 +49,21 @@ fn info_hash(srv: &Server) -> String {
     hash
 }
 
+/// Asks `/which` on a kept-alive connection and reads one response, up to `body`.
+fn which_on(conn: &mut TcpStream, body: &str) -> String {
+    conn.write_all(b"GET /which HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !got.windows(body.len()).any(|w| w == body.as_bytes()) {
+        match conn.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+        }
+    }
+    String::from_utf8_lossy(&got).into_owned()
+}
+
 #[test]
 fn valid_change_applies_and_invalid_change_keeps_the_old_config() {
     let dir = tempfile::tempdir().unwrap();
@@ -55,9 +72,17 @@ fn valid_change_applies_and_invalid_change_keeps_the_old_config() {
     let srv = Server::run_config(&path);
     assert_eq!(which(&srv), "one");
     let first_hash = info_hash(&srv);
+    // A connection kept alive across the reload: its next request gets the new config
+    // (the worker's cached copy of it is checked per request).
+    let mut kept = TcpStream::connect(srv.addr).unwrap();
+    kept.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    assert!(which_on(&mut kept, "one").ends_with("\r\n\r\none"));
 
     std::fs::write(&path, config(dir.path(), "two")).unwrap();
     wait_for("the new config", || which(&srv) == "two");
+    let answer = which_on(&mut kept, "two");
+    assert!(answer.ends_with("\r\n\r\ntwo"), "{answer}");
     assert_eq!(
         srv.metric("skiff_config_reloads_total{result=\"success\"}"),
         Some(1.0)

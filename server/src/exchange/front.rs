@@ -17,8 +17,35 @@ use http::{Method, StatusCode};
 pub fn host_refused(head: &RequestHead<'_>, protocol: Protocol) -> bool {
     match head.host {
         None => protocol == Protocol::Http11,
-        Some(h) => head.host_repeated || !skiff_http::host::is_valid(h),
+        Some(h) => head.host_repeated || !host_is_valid(h),
     }
+}
+
+/// Longest Host remembered as valid: names and ports as sites use them.
+const REMEMBERED_HOST: usize = 64;
+
+thread_local! {
+    /// The last valid Host this thread checked: clients repeat theirs on every request,
+    /// and a byte comparison is cheaper than the check.
+    static LAST_VALID_HOST: std::cell::RefCell<([u8; REMEMBERED_HOST], usize)> =
+        const { std::cell::RefCell::new(([0; REMEMBERED_HOST], 0)) };
+}
+
+/// `skiff_http::host::is_valid`, answered from the thread's last valid Host when equal.
+fn host_is_valid(host: &[u8]) -> bool {
+    LAST_VALID_HOST.with(|last| {
+        let mut last = last.borrow_mut();
+        let (bytes, len) = &mut *last;
+        if !host.is_empty() && host == &bytes[..*len] {
+            return true;
+        }
+        let valid = skiff_http::host::is_valid(host);
+        if valid && host.len() <= REMEMBERED_HOST {
+            bytes[..host.len()].copy_from_slice(host);
+            *len = host.len();
+        }
+        valid
+    })
 }
 
 /// Routes a request: the checks every protocol shares, then the configuration.
@@ -97,4 +124,38 @@ pub fn cache_outcome(reply: &Reply) -> Option<bool> {
 /// while this one still listens for the shutdown delay.
 pub fn closes_connections(shutdown: &ShutdownControl) -> bool {
     shutdown.phase() >= Phase::Draining
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The remembered Host answers only for the same bytes: each answer in a sequence of
+    /// valid, invalid, longer, shorter and over-long hosts is the full check's.
+    #[test]
+    fn the_remembered_host_answers_as_the_full_check_does() {
+        let long = format!("{}.test", "a".repeat(REMEMBERED_HOST));
+        let sequence: [&[u8]; 12] = [
+            b"a.test",
+            b"a.test",
+            b"a.test:80@evil.example",
+            b"a.tes",
+            b"a.test.",
+            b"a.test..",
+            b"",
+            b"a.test",
+            long.as_bytes(),
+            long.as_bytes(),
+            b"a.test:99999",
+            b"[::1]:8080",
+        ];
+        for host in sequence {
+            assert_eq!(
+                host_is_valid(host),
+                skiff_http::host::is_valid(host),
+                "{}",
+                String::from_utf8_lossy(host)
+            );
+        }
+    }
 }

@@ -148,12 +148,14 @@ fn worker_main(
         ),
     });
     rt.block_on(async {
-        // The access log is flushed at least once a second, even when quiet.
+        // The access log is flushed at least once a second, even when quiet, and the
+        // worker's copy of the configuration follows a reload even without requests.
         let flusher = tokio::spawn(async {
             let mut tick = tokio::time::interval(Duration::from_secs(1));
             loop {
                 tick.tick().await;
                 with_worker(|w| w.log.flush());
+                crate::state::refresh_live_app();
             }
         });
         crate::conn::start_worker(&shared);

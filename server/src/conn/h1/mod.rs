@@ -475,8 +475,10 @@ impl Conn<'_> {
         let close = close || host_refused || self.out.records.is_some_and(|r| r.spent());
         let logged = Logged::of(&self.buf, &head);
         let verdict = verified.as_ref().map(|v| &v.0);
-        let app = &self.shared.app.load();
-        let (reply, vhost) = match front::route_checked(app, &head, host_refused, verdict) {
+        let routed = crate::state::with_live_app(self.shared, |app| {
+            front::route_checked(app, &head, host_refused, verdict)
+        });
+        let (reply, vhost) = match routed {
             Routed::Reply { reply, vhost } => (reply, vhost),
             Routed::Verify(verification) => return Step::Verify(Box::new((verification, started))),
             Routed::Upstream { route, vhost } => {
