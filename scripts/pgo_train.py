@@ -2,7 +2,7 @@
 """The training run of a profile-guided build (scripts/pgo-profile.sh): an instrumented
 `skiff serve` answers what an edge tier mostly answers (static files of the shared bench's
 sizes over HTTP/1.1 keep-alive, plain and TLS, misses, and HTTP/2 when h2load is
-installed), for about 20 seconds, and exits cleanly so that it writes its profile.
+installed), for about 15 seconds, and exits cleanly so that it writes its profile.
 
 Usage: scripts/pgo_train.py SKIFF_BINARY
 """

@@ -54,8 +54,8 @@ pub fn route(app: &App, head: &RequestHead<'_>, protocol: Protocol) -> Routed {
     route_checked(app, head, host_refused(head, protocol), None)
 }
 
-/// `route`, for a request routed again once its `Routed::Verify` ran (`verdict`), with
-/// the same `App` generation.
+/// `route`, for a request routed again once its `Routed::Verify` ran (`verdict`). A
+/// generation a reload put in meanwhile does not know the verdict and asks again.
 #[inline]
 pub fn route_with_verdict(
     app: &App,

@@ -167,6 +167,8 @@ pub(super) fn push_hex(out: &mut Vec<u8>, n: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::upstream::ResponseHead;
+    use http::StatusCode;
 
     #[test]
     fn the_common_status_lines_are_the_ones_any_status_gets() {
@@ -180,8 +182,6 @@ mod tests {
         push_status_line(&mut line, StatusCode::IM_A_TEAPOT);
         assert_eq!(line, b"HTTP/1.1 418 I'm a teapot");
     }
-    use crate::upstream::ResponseHead;
-    use http::StatusCode;
 
     /// The head a reply gets, with the Date masked (it changes every second).
     fn head_of(reply: &Reply, minor: u8, close: bool) -> (String, bool) {
