@@ -78,8 +78,8 @@ pub struct TuningArgs {
     /// faster over loopback, whose receiver copies sendfile's 4 KiB fragments slowly.
     #[arg(long, default_value_t = 0, env = "SKIFF_SENDFILE_MAX_BYTES")]
     pub sendfile_max_bytes: u64,
-    /// Largest single sendfile(2) call, 64 KiB to 1 GiB (half this after a body's first two
-    /// chunks); after each, the connection lets the worker's other connections go.
+    /// Largest single sendfile(2) call (a body's calls after its first two are half this);
+    /// after each, the connection lets the worker's other connections go.
     #[arg(long, default_value_t = 512 * 1024, env = "SKIFF_SENDFILE_CHUNK_BYTES")]
     pub sendfile_chunk_bytes: usize,
     /// SO_SNDBUF for client sockets in bytes; 0 keeps the kernel's autotuning.
@@ -397,7 +397,7 @@ fn settings_for(cfg: &Config, t: &TuningArgs) -> Result<Settings, ConfigError> {
         .map_err(|e| ConfigError::Invalid(format!("access_log.path: {e}")))?,
         sendfile_min_bytes: t.sendfile_min_bytes,
         sendfile_max_bytes: t.sendfile_max_bytes,
-        sendfile_chunk_bytes: t.sendfile_chunk_bytes.clamp(64 * 1024, 1 << 30),
+        sendfile_chunk_bytes: t.sendfile_chunk_bytes.max(64 * 1024),
         send_buffer_bytes: t.send_buffer_bytes,
         tcp_cork: t.tcp_cork,
         read_chunk_bytes: t.read_chunk_bytes.max(4096),

@@ -34,7 +34,7 @@
 //! the same analysis), and the kernel cannot rekey its sending side for us. `RecordBudget`
 //! counts an upper bound of the records sent and closes the connection at a keep-alive
 //! boundary once it passes 2^23 (8.4 M records, 128 GiB in full 16 KiB records), and
-//! fails a write that could pass 2^24, so a single response of more than about 220 GiB
+//! fails a write that could pass 2^24, so a single response of more than about 250 GiB
 //! on one kTLS connection is cut.
 
 mod crypto_info;
