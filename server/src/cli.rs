@@ -78,8 +78,8 @@ pub struct TuningArgs {
     /// faster over loopback, whose receiver copies sendfile's 4 KiB fragments slowly.
     #[arg(long, default_value_t = 0, env = "SKIFF_SENDFILE_MAX_BYTES")]
     pub sendfile_max_bytes: u64,
-    /// Largest single sendfile(2) call (a body's calls after its first two are half this);
-    /// after each, the connection lets the worker's other connections go.
+    /// Largest single sendfile(2) call; after each, the connection lets the worker's other
+    /// connections go.
     #[arg(long, default_value_t = 512 * 1024, env = "SKIFF_SENDFILE_CHUNK_BYTES")]
     pub sendfile_chunk_bytes: usize,
     /// SO_SNDBUF for client sockets in bytes; 0 keeps the kernel's autotuning.

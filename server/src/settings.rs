@@ -55,9 +55,8 @@ pub struct Settings {
     /// receiver drains 4 KiB page-cache fragments from sendfile more slowly than the 32 KiB
     /// fragments write() builds, so huge bodies move faster with pread (BENCHMARKS.md).
     pub sendfile_max_bytes: u64,
-    /// Largest single sendfile(2) call; a body's calls after its first two are half this.
-    /// A connection sends one per turn, then lets the worker's other connections go: fair,
-    /// and cheaper for the kernel (BENCHMARKS.md).
+    /// Largest single sendfile(2) call. A connection sends one per turn, then lets the
+    /// worker's other connections go: fair, and cheaper for the kernel (BENCHMARKS.md).
     pub sendfile_chunk_bytes: usize,
     /// SO_SNDBUF for client sockets; 0 leaves the kernel's autotuning alone.
     pub send_buffer_bytes: usize,

@@ -5,7 +5,7 @@
 use super::encode;
 use super::paced::send_paced;
 use super::transport::{send_file_pread, Transport};
-use crate::conn::file_send::{cork, sendfile_calls, sendfile_slice, uses_sendfile, FileSendPolicy};
+use crate::conn::file_send::{cork, sendfile_slice, uses_sendfile, FileSendPolicy};
 use crate::http::reply::{Body, FileSlice, Part, Reply};
 use crate::shaping::Throttle;
 use crate::tls::ktls::RecordBudget;
@@ -414,15 +414,16 @@ fn take_records(records: &mut Option<RecordBudget>, n: impl FnOnce() -> u64) -> 
     }
 }
 
-/// The most records `file_send` makes for a file region: one per sendfile call
-/// (`sendfile_calls`), or one write per `read_chunk_bytes` on the pread path.
+/// The most records `file_send` makes for a file region: one sendfile per
+/// `sendfile_chunk_bytes`, or one write per `read_chunk_bytes` on the pread path.
 fn file_records(len: u64, policy: FileSendPolicy) -> u64 {
-    let calls = if uses_sendfile(len, &policy) {
-        sendfile_calls(len, &policy)
+    let below_max = policy.sendfile_max_bytes == 0 || len < policy.sendfile_max_bytes;
+    let piece = if len >= policy.sendfile_min_bytes && below_max {
+        policy.sendfile_chunk_bytes
     } else {
-        RecordBudget::calls(len, policy.read_chunk_bytes as u64)
+        policy.read_chunk_bytes
     };
-    RecordBudget::bound(len, calls)
+    RecordBudget::bound(len, RecordBudget::calls(len, piece as u64))
 }
 
 /// The most records a paced body makes: one write per pacing chunk of each part.
