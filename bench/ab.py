@@ -11,8 +11,9 @@ Usage:
 
 A variant is LABEL=EXTRA_FLAGS for `skiff serve`, or LABEL=config:FILE for `skiff run`
 with a config template in which {root} and {port} are replaced; LABEL=bin:PATH [FLAGS]
-runs another build (e.g. before and after a change). A file is NAME:SIZE:CONNECTIONS; it is created in a
-temporary root with the shared bench's payload. Requires wrk and taskset.
+runs another build (e.g. before and after a change); LABEL=peer:lighttpd runs lighttpd on
+the same root, configured as the shared bench configures it. A file is NAME:SIZE:CONNECTIONS;
+it is created in a temporary root with the shared bench's payload. Requires wrk and taskset.
 """
 import argparse
 import os
@@ -29,6 +30,15 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from benchlib import cpu_seconds, free_port, wait_port  # noqa: E402
 SKIFF = os.path.join(HERE, "..", "target", "release", "skiff")
+# The shared bench's lighttpd configuration (../shared/bench/static_bench.py), one worker.
+LIGHTTPD_CONF = """server.document-root = "{root}"
+server.bind = "127.0.0.1"
+server.port = {port}
+server.errorlog = "{work}/lighttpd.err"
+server.max-keep-alive-requests = 1000000
+server.max-fds = 8192
+mimetype.assign = (".html" => "text/html", ".jpg" => "image/jpeg", ".bin" => "application/octet-stream")
+"""
 PAYLOAD = b"<p>featherweight static edge benchmark payload</p>\n" * 2048
 
 
@@ -43,7 +53,12 @@ def run_once(root, extra, name, conns, seconds):
     skiff = SKIFF
     if extra.startswith("bin:"):
         skiff, _, extra = extra[len("bin:"):].partition(" ")
-    if extra.startswith("config:"):
+    if extra == "peer:lighttpd":
+        conf = os.path.join(root, "..", f"lighttpd-{port}.conf")
+        with open(conf, "w") as f:
+            f.write(LIGHTTPD_CONF.format(root=root, port=port, work=os.path.dirname(conf)))
+        cmd = ["taskset", "-c", "0", "lighttpd", "-D", "-f", conf]
+    elif extra.startswith("config:"):
         # A config template with {root} and {port}: run it with `skiff run`.
         with open(extra[len("config:"):]) as f:
             text = f.read().replace("{root}", root).replace("{port}", str(port))
@@ -58,7 +73,7 @@ def run_once(root, extra, name, conns, seconds):
                             start_new_session=True)
     try:
         if not wait_port(port):
-            raise RuntimeError(f"skiff did not start: {cmd}")
+            raise RuntimeError(f"the server did not start: {cmd}")
         cpu0 = cpu_seconds(proc.pid)
         out = subprocess.run(["taskset", "-c", "1", "wrk", "-t1", f"-c{conns}", f"-d{seconds}s",
                               f"http://127.0.0.1:{port}/{name}"], capture_output=True, text=True).stdout

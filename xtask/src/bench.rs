@@ -20,7 +20,7 @@ const BENCHES: &[(&str, &str, &str)] = &[
     ),
     (
         "ab",
-        "two or more skiff configurations side by side, rounds interleaved",
+        "two or more skiff configurations or builds (or lighttpd) side by side, rounds interleaved",
         "python3 bench/ab.py --variant 'A=FLAGS' --variant 'B=FLAGS' --file NAME:SIZE:CONNS ...",
     ),
     (
