@@ -11,7 +11,9 @@ connection costs; Skiff minus the floor is what Skiff itself does per request.
 
 Usage:
   cargo build --release -p skiff --example tokio_floor
-  bench/floor.py [--size 1024] [--conns 10] [--rounds 5] [--seconds 4] [--skiff PATH]
+  bench/floor.py [--size 1024] [--conns 10] [--rounds 5] [--seconds 4] [--skiff [LABEL=]PATH]...
+
+--skiff may be repeated (LABEL=PATH) to put builds side by side in the same rounds.
 """
 import argparse
 import os
@@ -83,8 +85,15 @@ def main():
     ap.add_argument("--conns", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--seconds", type=int, default=4)
-    ap.add_argument("--skiff", default=os.path.join(TARGET, "skiff"))
+    ap.add_argument("--skiff", action="append", metavar="[LABEL=]PATH",
+                    help="a skiff build (repeat to compare builds; default target/release/skiff)")
     args = ap.parse_args()
+    builds = {}
+    for spec in args.skiff or [os.path.join(TARGET, "skiff")]:
+        label, sep, path = spec.partition("=")
+        if not sep:
+            label, path = "skiff" if not builds else f"skiff{len(builds) + 1}", spec
+        builds[label] = path
 
     floor = os.path.join(TARGET, "examples", "tokio_floor")
     if not os.path.exists(floor):
@@ -100,9 +109,10 @@ def main():
         servers = {
             "limit": [limit, "{port}", str(args.size)],
             "tokio_floor": [floor, "{port}", str(args.size)],
-            "skiff": [args.skiff, "serve", root, "--listen", "127.0.0.1:{port}", "--threads",
-                      "1", "--access-log", "off", "--admin-listen", "127.0.0.1:0"],
         }
+        for label, path in builds.items():
+            servers[label] = [path, "serve", root, "--listen", "127.0.0.1:{port}", "--threads",
+                              "1", "--access-log", "off", "--admin-listen", "127.0.0.1:0"]
         results = {k: [] for k in servers}
         for r in range(args.rounds):
             for label, cmd in servers.items():

@@ -20,6 +20,10 @@ const KEPT_PER_WORKER: usize = 32;
 /// Capacity a fresh head buffer starts with: a few response heads.
 const HEAD_CAPACITY: usize = 512;
 
+/// The largest head buffer given back that the pool keeps as it is: a head with a small
+/// body copied in (`output::INLINE_BODY_MAX`) fits, so it is not reallocated per request.
+pub(super) const HEAD_KEPT_CAPACITY: usize = 8 * HEAD_CAPACITY;
+
 /// Capacity a fresh segment list starts with: one response's head, body, and a spare.
 const SEGS_CAPACITY: usize = 4;
 
@@ -67,7 +71,7 @@ impl<S: 'static, P: 'static> Pool<S, P> {
         b.segs.clear();
         b.pending.clear();
         // A batch of pipelined responses may have grown them: keep only ordinary sizes.
-        if b.head.capacity() > 8 * HEAD_CAPACITY {
+        if b.head.capacity() > HEAD_KEPT_CAPACITY {
             b.head = Vec::with_capacity(HEAD_CAPACITY);
         }
         if b.segs.capacity() > 16 * SEGS_CAPACITY {

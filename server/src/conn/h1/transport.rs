@@ -250,13 +250,18 @@ fn read_rustls(t: &mut RustlsStream, space: &mut [u8]) -> (usize, io::Result<Rea
     }
 }
 
-/// One sendmsg of `iov` (without SIGPIPE). Socket calls, not read/writev: those go
-/// through the file layer first, which costs more per call than the socket does.
+/// One sendmsg of `iov` (without SIGPIPE), or one send when it is a single buffer (no
+/// message header or vector for the kernel to copy in). Socket calls, not read/writev:
+/// those go through the file layer first, which costs more per call than the socket does.
 fn send_vectored(
     socket: &TcpStream,
     iov: &[IoSlice<'_>],
     flags: rustix::net::SendFlags,
 ) -> io::Result<usize> {
+    if let [one] = iov {
+        return rustix::net::send(socket, one, flags | rustix::net::SendFlags::NOSIGNAL)
+            .map_err(io::Error::from);
+    }
     rustix::net::sendmsg(
         socket,
         iov,

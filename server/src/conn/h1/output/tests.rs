@@ -74,3 +74,76 @@ fn advance_steps_over_whole_and_partial_segments_and_empty_ones() {
     assert_eq!(advance(&segs, 1, 0, 5), (3, 0));
     assert_eq!(advance(&segs, 0, 0, 18), (4, 0));
 }
+
+fn ok_with(body: Vec<u8>) -> Reply {
+    let mut r = Reply::new(StatusCode::OK);
+    r.body = Body::Bytes(Bytes::from(body));
+    r
+}
+
+/// Small bodies are copied behind their heads (one buffer, one send), larger ones stay
+/// shared; either way the bytes on the wire and each body's span in them are exact.
+#[tokio::test]
+async fn small_bodies_go_into_the_head_buffer_and_spans_stay_exact() {
+    let (server, mut client) = pair().await;
+    let mut out = Output::default();
+    let bodies: Vec<Vec<u8>> = [1024usize, INLINE_BODY_MAX + 1, 10, 0]
+        .iter()
+        .enumerate()
+        .map(|(k, &n)| (0..n).map(|i| (i % 251) as u8 ^ k as u8).collect())
+        .collect();
+    let spans: Vec<BodySpan> = bodies
+        .iter()
+        .map(|b| out.queue_reply(ok_with(b.clone()), 1, false, false, u64::MAX))
+        .collect();
+    // The 1 KiB and 10-byte bodies merged into head ranges; only the large one is shared.
+    let shared: Vec<usize> = out
+        .segs
+        .iter()
+        .filter_map(|s| match s {
+            Seg::Mem(b) => Some(b.len()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(shared, vec![INLINE_BODY_MAX + 1]);
+    assert_eq!(
+        out.segs.len(),
+        3,
+        "head+body, the shared body, then heads+bodies"
+    );
+    let mut server = Transport::Plain(server);
+    let sent = out
+        .write_and_clear(&mut server, policy(), &mut Vec::new())
+        .await;
+    sent.result.unwrap();
+    drop(server);
+    let mut got = Vec::new();
+    client.read_to_end(&mut got).await.unwrap();
+    assert_eq!(sent.written, got.len() as u64);
+    for (body, span) in bodies.iter().zip(&spans) {
+        assert_eq!(span.len, body.len() as u64);
+        let at = span.at as usize;
+        assert_eq!(&got[at..at + body.len()], &body[..], "body at its span");
+        assert!(
+            got[..at].ends_with(b"\r\n\r\n"),
+            "a head ends right before it"
+        );
+        assert_eq!(span.sent(sent.written), span.len);
+    }
+}
+
+/// A long pipelined batch stops copying bodies once the head buffer would outgrow what
+/// the worker's pool keeps, so it is not reallocated on every request.
+#[test]
+fn copied_bodies_keep_the_head_buffer_within_the_pooled_size() {
+    let mut out = Output::default();
+    for _ in 0..40 {
+        out.queue_reply(ok_with(vec![b'x'; 1500]), 1, false, false, u64::MAX);
+    }
+    let copied: usize = 40 - out.segs.iter().filter(|s| matches!(s, Seg::Mem(_))).count();
+    assert!(copied > 0, "small bodies were copied");
+    assert!(
+        copied * 1500 <= super::super::idle::HEAD_KEPT_CAPACITY,
+        "{copied} bodies copied into the head buffer"
+    );
+}
