@@ -20,8 +20,8 @@ const KEPT_PER_WORKER: usize = 32;
 /// Capacity a fresh head buffer starts with: a few response heads.
 const HEAD_CAPACITY: usize = 512;
 
-/// The largest head buffer given back that the pool keeps as it is: a head with a small
-/// body copied in (`output::INLINE_BODY_MAX`) fits, so it is not reallocated per request.
+/// The largest head buffer given back that the pool keeps as it is: a few pipelined heads,
+/// or a head with a small body copied in (`output::INLINE_BODY_MAX`).
 pub(super) const HEAD_KEPT_CAPACITY: usize = 8 * HEAD_CAPACITY;
 
 /// Capacity a fresh segment list starts with: one response's head, body, and a spare.

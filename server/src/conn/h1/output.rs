@@ -1,8 +1,10 @@
-//! The fast path's output queue and its writer: response heads in one buffer, bodies as
-//! shared memory slices or file regions, written with one writev per run of memory
-//! segments and sendfile (or pread+write) per file region.
+//! The fast path's output queue and its writer: response heads in one buffer (with small
+//! memory bodies copied in behind them), other bodies as shared memory slices or file
+//! regions, written with one gathered send per run of memory segments and sendfile (or
+//! pread+write) per file region.
 
 use super::encode;
+use super::idle;
 use super::paced::send_paced;
 use super::transport::{send_file_pread, Transport};
 use crate::conn::file_send::{cork, sendfile_slice, uses_sendfile, FileSendPolicy};
@@ -17,15 +19,18 @@ use std::sync::Arc;
 const MAX_IOVECS: usize = 64;
 /// Memory bodies up to this size are copied into the head buffer behind their head: the
 /// usual small reply is then one buffer and one send(2), not a two-part sendmsg (about
-/// 2 % less CPU per 1 KiB response; at 4 KiB the copy cost what it saved: BENCHMARKS.md).
+/// 2 % less CPU per 1–2 KiB response; at 4 KiB the copy cost what it saved: BENCHMARKS.md).
 pub(super) const INLINE_BODY_MAX: usize = 2048;
+/// Bodies are copied in only while the head buffer stays within this, leaving room for a
+/// few more pipelined heads before it would outgrow the size the worker's pool keeps.
+const INLINE_HEAD_MAX: usize = idle::HEAD_KEPT_CAPACITY * 3 / 4;
 /// Segments a batch usually has (a head and a body, or a few pipelined replies).
 const SMALL_IOVECS: usize = 8;
 /// Stop parsing more pipelined requests once this much output is queued.
 pub(super) const MAX_QUEUED_BYTES: usize = 256 * 1024;
 
-/// One queued piece of output: head bytes (a range of the head buffer), a shared body
-/// slice, or a file region.
+/// One queued piece of output: head bytes (a range of the head buffer, small bodies
+/// copied in included), a shared body slice, or a file region.
 pub(super) enum Seg {
     Head(usize, usize),
     Mem(Bytes),
@@ -118,7 +123,7 @@ impl Output {
         let to = self.head.len();
         self.position += (to - from) as u64;
         self.queued_bytes += to - from;
-        // Merge with a directly preceding head range (pipelined bodiless replies).
+        // Merge with a directly preceding head range (a copied-in body, pipelined replies).
         match self.segs.last_mut() {
             Some(Seg::Head(_, end)) if *end == from => *end = to,
             _ => self.segs.push(Seg::Head(from, to)),
@@ -137,12 +142,15 @@ impl Output {
     }
 
     /// Queues a reply's memory body: copied behind the head if small and the head buffer
-    /// stays a size the worker's pool keeps, shared otherwise.
+    /// stays within `INLINE_HEAD_MAX`, shared otherwise.
     fn push_body(&mut self, b: Bytes) {
-        if b.len() <= INLINE_BODY_MAX
-            && self.head.len() + b.len() <= super::idle::HEAD_KEPT_CAPACITY
-        {
-            let from = self.head.len();
+        let from = self.head.len();
+        if b.len() <= INLINE_BODY_MAX && from + b.len() <= INLINE_HEAD_MAX {
+            if from + b.len() > self.head.capacity() {
+                // Grown once to the size the pool keeps, not doubled past it by the next
+                // pipelined head.
+                self.head.reserve_exact(idle::HEAD_KEPT_CAPACITY - from);
+            }
             self.head.extend_from_slice(&b);
             self.push_head_from(from);
         } else {
@@ -489,7 +497,8 @@ enum RunNow {
     Wrote { n: usize, len: usize },
 }
 
-/// One gathered write (sendmsg) of a batch made of memory segments only, gathered into `iov`.
+/// One gathered write (sendmsg, or send for a single buffer) of a batch made of memory
+/// segments only, gathered into `iov`.
 fn write_run_now<'a>(
     head: &'a [u8],
     segs: &'a [Seg],
@@ -521,9 +530,9 @@ struct Run<'a> {
     skip: usize,
 }
 
-/// One gathered sendmsg (with MSG_MORE when a file body follows, so the head and the
-/// first file bytes share a packet) of a run of `len` bytes, waiting for writability as
-/// needed.
+/// One gathered sendmsg or send (with MSG_MORE when a file body follows, so the head and
+/// the first file bytes share a packet) of a run of `len` bytes, waiting for writability
+/// as needed.
 async fn write_vectored(
     stream: &mut Transport,
     run: Run<'_>,
