@@ -139,8 +139,11 @@ async fn small_bodies_go_into_the_head_buffer_and_spans_stay_exact() {
 fn copied_bodies_keep_the_head_buffer_within_the_pooled_size() {
     for size in [10, 1024, 1795, INLINE_BODY_MAX] {
         for depth in 1..=8 {
-            let mut out = Output::default();
-            out.head = Vec::with_capacity(512);
+            // As the worker's pool hands a fresh head buffer out.
+            let mut out = Output {
+                head: Vec::with_capacity(512),
+                ..Default::default()
+            };
             for _ in 0..depth {
                 out.queue_reply(ok_with(vec![b'x'; size]), 1, false, false, u64::MAX);
             }
