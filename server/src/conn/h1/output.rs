@@ -443,8 +443,8 @@ fn take_records(records: &mut Option<RecordBudget>, n: impl FnOnce() -> u64) -> 
 /// The most records `file_send` makes for a file region: one sendfile per
 /// `sendfile_chunk_bytes`, or one write per `read_chunk_bytes` on the pread path.
 fn file_records(len: u64, policy: FileSendPolicy) -> u64 {
-    let below_max = policy.sendfile_max_bytes == 0 || len < policy.sendfile_max_bytes;
-    let piece = if len >= policy.sendfile_min_bytes && below_max {
+    // The writer's own rule (`uses_sendfile`), so the bound and the calls cannot disagree.
+    let piece = if uses_sendfile(len, &policy) {
         policy.sendfile_chunk_bytes
     } else {
         policy.read_chunk_bytes

@@ -160,3 +160,23 @@ fn copied_bodies_keep_the_head_buffer_within_the_pooled_size() {
         }
     }
 }
+
+/// A kTLS file body's record bound counts the calls the writer really makes: sendfile
+/// chunks from `sendfile_min_bytes` on, pread chunks below it or from `sendfile_max_bytes`.
+#[test]
+fn file_record_bounds_follow_the_writers_choice_of_sendfile_or_pread() {
+    let p = policy(); // sendfile from 1 MiB in 1 MiB calls, pread in 64 KiB writes
+    assert_eq!(file_records(2 << 20, p), RecordBudget::bound(2 << 20, 2));
+    assert_eq!(
+        file_records(512 << 10, p),
+        RecordBudget::bound(512 << 10, 8)
+    );
+    let capped = FileSendPolicy {
+        sendfile_max_bytes: 2 << 20,
+        ..p
+    };
+    assert_eq!(
+        file_records(2 << 20, capped),
+        RecordBudget::bound(2 << 20, 32)
+    );
+}
