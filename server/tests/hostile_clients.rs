@@ -187,6 +187,109 @@ fn a_client_that_does_not_read_is_disconnected_on_the_hyper_path() {
     );
 }
 
+/// A client that keeps its pipeline full holds its connection, not the worker: another
+/// client of the same (only) worker is answered while the pipeline is still being served.
+#[test]
+fn a_client_keeping_its_pipeline_full_does_not_hold_the_worker() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let site = sample_site();
+    let srv = Server::start(site.path(), &["--threads", "1", "--access-log", "off"]);
+    let mut flood = TcpStream::connect(srv.addr).unwrap();
+    assert_eq!(
+        status_of(
+            raw_exchange(
+                srv.addr,
+                "GET /a.txt HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n"
+            )
+            .as_bytes()
+        ),
+        200
+    );
+    // With the worker stopped, the flood's requests and the other client's wait queued in
+    // the kernel; when it resumes, every read of the flood finds a full buffer. Replies
+    // are heads only (HEAD), drained by a thread, so the server's writes do not wait.
+    srv.signal("STOP");
+    let head = "HEAD /a.txt HTTP/1.1\r\nHost: a\r\n\r\n";
+    let requests = 6000;
+    flood.set_nonblocking(true).unwrap();
+    let mut queued = 0;
+    let batch = head.repeat(requests);
+    while queued < batch.len() {
+        match flood.write(&batch.as_bytes()[queued..]) {
+            Ok(n) => queued += n,
+            Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+            Err(e) => panic!("write: {e}"),
+        }
+    }
+    let queued_requests = queued / head.len();
+    assert!(
+        queued_requests > 1000,
+        "only {queued_requests} requests queued"
+    );
+    flood.set_nonblocking(false).unwrap();
+    let replies = Arc::new(AtomicUsize::new(0));
+    let counted = replies.clone();
+    let mut drain = flood.try_clone().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut buf = vec![0u8; 1 << 16];
+        let mut tail = Vec::new();
+        while let Ok(n) = drain.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            tail.extend_from_slice(&buf[..n]);
+            let whole = tail.windows(4).filter(|w| w == b"\r\n\r\n").count();
+            counted.fetch_add(whole, Ordering::Relaxed);
+            let last = tail
+                .windows(4)
+                .rposition(|w| w == b"\r\n\r\n")
+                .map_or(0, |i| i + 4);
+            tail.drain(..last);
+        }
+    });
+    let mut other = TcpStream::connect(srv.addr).unwrap();
+    other
+        .write_all(b"GET /a.txt HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    srv.signal("CONT");
+    let answer = read_until_closed(&mut other, Duration::from_secs(10));
+    let before = replies.load(Ordering::Relaxed);
+    let _ = flood.shutdown(std::net::Shutdown::Both);
+    reader.join().unwrap();
+    let answer = answer.expect("the other client was not answered within 10 s");
+    assert_eq!(status_of(&answer), 200);
+    assert!(
+        before < queued_requests / 2,
+        "the other client was answered only after {before} of {queued_requests} pipelined replies"
+    );
+}
+
+/// The header timeout runs from the head still incomplete, not from an earlier head a
+/// pipelining client has since completed.
+#[test]
+fn a_pipelining_client_gets_the_header_timeout_from_its_latest_head() {
+    let site = sample_site();
+    let srv = Server::start(
+        site.path(),
+        &["--header-timeout", "2s", "--keepalive-timeout", "60s"],
+    );
+    let mut c = TcpStream::connect(srv.addr).unwrap();
+    let get = "GET /a.txt HTTP/1.1\r\nHost: t\r\n\r\n";
+    c.write_all(format!("{get}GET /a.txt HTTP/1.1\r\nHo").as_bytes())
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1400));
+    // Completes the second head and starts a third: 1.4 s into the first partial one.
+    let _ = c.write_all(b"st: t\r\n\r\nGET /a.txt HTTP/1.1\r\nHo");
+    std::thread::sleep(Duration::from_millis(1400));
+    // 2.8 s after the first partial head, 1.4 s after the third began.
+    let _ = c.write_all(b"st: t\r\nConnection: close\r\n\r\n");
+    let got = read_until_closed(&mut c, Duration::from_secs(10)).expect("not closed");
+    let text = String::from_utf8_lossy(&got);
+    assert_eq!(text.matches("HTTP/1.1 200 OK").count(), 3, "{text}");
+    assert!(!text.contains("408"), "{text}");
+}
+
 #[test]
 fn the_admin_port_cuts_half_sent_heads_and_caps_its_connections() {
     let site = sample_site();

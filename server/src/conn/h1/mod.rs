@@ -240,6 +240,10 @@ impl Conn<'_> {
                         if self.out.queued_bytes >= MAX_QUEUED_BYTES {
                             self.flush().await?;
                         }
+                        // Reads and writes here spend no coop budget (`try_io`): without
+                        // this, a client that keeps a pipeline full would hold the worker,
+                        // its accept loop and every other connection's timers.
+                        tokio::task::consume_budget().await;
                     }
                     Step::Incomplete => break,
                     Step::Backend(job) => {
@@ -490,6 +494,7 @@ impl Conn<'_> {
                     return Step::Reject(StatusCode::BAD_REQUEST);
                 };
                 self.start += consumed;
+                self.partial_since = None;
                 return Step::Backend(Box::new(BackendJob {
                     route,
                     message,
@@ -526,6 +531,9 @@ impl Conn<'_> {
             body,
         });
         self.start += consumed;
+        // The header timeout runs from the start of the head still buffered, not from an
+        // earlier one a pipelining client has since completed.
+        self.partial_since = None;
         Step::Complete(!close)
     }
 
