@@ -475,6 +475,8 @@ impl Connection {
         s.received += data.len() as u64;
         if let Some(n) = s.content_length {
             if s.received > n || (end_stream && s.received != n) {
+                // The stream is reset and its DATA never consumed: given back at once.
+                self.release_capacity(0, flow_len as usize);
                 return Err(Error::stream(
                     id,
                     Reason::PROTOCOL_ERROR,

@@ -450,6 +450,24 @@ fn s8_1_trailers_and_content_length() {
 }
 
 #[test]
+fn a_content_length_violation_gives_the_connection_window_back() {
+    // The refused DATA is never consumed: charged to the connection for good, five such
+    // frames would close a 64 KiB connection window on a peer that did nothing else.
+    let mut fields = GET.to_vec();
+    fields.push(("content-length", "1"));
+    let mut p = peer();
+    for k in 0..5 {
+        let id = 1 + 2 * k;
+        let f = p.headers(id, &fields, false);
+        p.feed(&f).unwrap();
+        assert_eq!(
+            stream_error(&mut p, &data(id, &[0; 16_000], false)),
+            (id, Reason::PROTOCOL_ERROR)
+        );
+    }
+}
+
+#[test]
 fn oversized_request_head_gets_431() {
     let mut p = Peer::new(Config {
         max_header_list_size: 200,
