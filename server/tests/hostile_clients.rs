@@ -557,6 +557,41 @@ fn an_http2_client_that_opens_its_window_in_small_steps_gets_the_whole_file() {
     );
 }
 
+#[test]
+fn an_http2_client_trickling_its_connection_window_is_cut_off() {
+    // The stream's own window is wide open; the connection's gets one byte every 250 ms.
+    // One byte of DATA leaving is not progress: the stalled stream is cut off after the
+    // send timeout instead of holding its connection (and a file, or a pool's answer).
+    let site = tempfile::tempdir().unwrap();
+    std::fs::write(site.path().join("big.bin"), vec![7u8; 1 << 20]).unwrap();
+    let srv = Server::start(
+        site.path(),
+        &["--send-timeout", "1s", "--keepalive-timeout", "60s"],
+    );
+    let mut opened = false;
+    let trickle = move |s: &mut TcpStream| {
+        if !opened {
+            let mut f = vec![0, 0, 4, 0x8, 0, 0, 0, 0, 1];
+            f.extend_from_slice(&(16u32 << 20).to_be_bytes());
+            let _ = s.write_all(&f);
+            opened = true;
+        }
+        let _ = s.write_all(&[0, 0, 4, 0x8, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+    };
+    let seen = h2_window_client(
+        srv.addr,
+        &["/big.bin"],
+        Duration::from_secs(10),
+        Duration::ZERO,
+        trickle,
+    );
+    assert!(
+        seen.closed,
+        "a byte of connection window every 250 ms held a stalled stream ({} bytes)",
+        seen.data
+    );
+}
+
 /// A connection to `addr` whose receive buffer is `bytes` from the start (set after
 /// connecting, the window already offered would stay).
 fn small_buffer_socket(addr: SocketAddr, bytes: usize) -> TcpStream {

@@ -254,7 +254,8 @@ struct Driver<I> {
     /// Held while response data waits for a window the peer does not open, so the
     /// watcher's send timeout runs (activity.rs) after the bodies themselves are done.
     blocked: Option<Busy>,
-    /// `Connection::data_sent` when the stall clock last looked: DATA leaving restarts it.
+    /// `Connection::data_sent` when the stall clock last restarted: `PROGRESS` bytes of
+    /// DATA leaving restart it (`streams::connection_progressed`).
     data_sent: u64,
     ctx: Arc<Ctx>,
     /// The largest batch: `PLAIN_BATCH` with a pause after each, or `WRITE_BATCH`.
@@ -330,9 +331,7 @@ impl<I: AsyncRead + AsyncWrite + Unpin> Driver<I> {
     /// progress: a peer that opens its window in steps we use up within the round is
     /// blocked at every round's end, yet data moves.
     fn note_blocked(&mut self) {
-        let sent = self.conn.data_sent();
-        let moved = sent != self.data_sent;
-        self.data_sent = sent;
+        let moved = streams::connection_progressed(self.conn.data_sent(), &mut self.data_sent);
         match (self.conn.send_blocked(), &mut self.blocked) {
             (true, None) => {
                 let mut busy = self.ctx.activity.begin();

@@ -24,9 +24,20 @@ use std::task::{Context, Poll};
 /// polled: zero windows on every stream would otherwise hold a chunk per stream.
 const MAX_QUEUED: usize = 1 << 20;
 
-/// Bytes of a stream's queue that must leave to restart its stall clock: a slow reader
-/// keeps its stream, a peer opening its window a few bytes at a time does not.
+/// Bytes of a stream's queue (or of the connection's DATA) that must leave to restart a
+/// stall clock: a slow reader keeps its stream, a peer opening a window a few bytes at a
+/// time (its stream's or the connection's) does not.
 const PROGRESS: usize = 16 * 1024;
+
+/// Whether `PROGRESS` bytes of the connection's DATA left since `mark` (`data_sent` then);
+/// if so the mark moves to `sent`.
+pub(super) fn connection_progressed(sent: u64, mark: &mut u64) -> bool {
+    let went = sent >= *mark + PROGRESS as u64;
+    if went {
+        *mark = sent;
+    }
+    went
+}
 
 type Responding = Pin<Box<dyn Future<Output = Response<RecordedBody>> + Send>>;
 
@@ -53,7 +64,7 @@ pub(super) struct Streams {
     draining: Vec<(StreamId, Busy, usize)>,
     /// Request bodies still arriving or not yet given back to the windows.
     inbound: Vec<(StreamId, Arc<Inbound>)>,
-    /// `Connection::data_sent` when the bodies were last looked at.
+    /// `Connection::data_sent` when the connection last made `PROGRESS`.
     data_sent: u64,
 }
 
@@ -221,8 +232,7 @@ impl Streams {
         // A queue that waits with its own window open waits for its turn behind other
         // streams (RFC 9218 order) or for the connection's window (the driver's clock):
         // while the connection's data moves, that is not this stream's stall.
-        let moved = conn.data_sent() != self.data_sent;
-        self.data_sent = conn.data_sent();
+        let moved = connection_progressed(conn.data_sent(), &mut self.data_sent);
         self.draining
             .retain_mut(|(id, busy, mark)| match conn.buffered(*id) {
                 Some(n) if n > 0 => {
