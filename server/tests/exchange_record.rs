@@ -202,3 +202,29 @@ fn every_path_records_the_same_exchange() {
         assert!(first < total, "{line:?}");
     }
 }
+
+/// A head refused before it is a request (here a header line without a colon) is still an
+/// exchange: its 400 reaches the access log and the request counter, as nginx logs it,
+/// so a log watcher such as fail2ban sees the client that sent it.
+#[test]
+fn a_refused_head_is_logged_and_counted() {
+    let site = sample_site();
+    let srv = Server::start(site.path(), &[]);
+    let sample = "skiff_http_requests_total{vhost=\"unknown\",method=\"OTHER\",code=\"400\"}";
+    let before = metric_or_zero(&srv, sample);
+    let answer = raw_exchange(srv.addr, "GET /x HTTP/1.1\r\nbad header\r\n\r\n");
+    assert!(answer.starts_with("HTTP/1.1 400 "), "{answer}");
+    let end = Instant::now() + Duration::from_secs(10);
+    loop {
+        let log = srv.access_log();
+        if log
+            .lines()
+            .any(|l| l.starts_with("127.0.0.1 ") && l.contains("\"- - HTTP/1.1\" 400 "))
+        {
+            break;
+        }
+        assert!(Instant::now() < end, "no 400 in the access log: {log}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(metric_or_zero(&srv, sample), before + 1.0);
+}

@@ -13,14 +13,17 @@ struct Span {
 }
 
 impl Span {
+    /// Reads back as "-".
+    const NONE: Span = Span {
+        at: u32::MAX,
+        len: 0,
+    };
+
     fn of(base: usize, s: &[u8]) -> Span {
         let at = s.as_ptr() as usize - base;
         match (u32::try_from(at), u32::try_from(s.len())) {
             (Ok(at), Ok(len)) if at.checked_add(len).is_some() => Span { at, len },
-            _ => Span {
-                at: u32::MAX,
-                len: 0,
-            },
+            _ => Span::NONE,
         }
     }
 
@@ -49,6 +52,15 @@ impl Logged {
             target: Span::of(base, head.target.as_bytes()),
             referer: head.referer.map(|s| Span::of(base, s)),
             user_agent: head.user_agent.map(|s| Span::of(base, s)),
+        }
+    }
+
+    /// For a head refused before its request line was read: every field logs as "-".
+    pub fn unparsed() -> Logged {
+        Logged {
+            target: Span::NONE,
+            referer: None,
+            user_agent: None,
         }
     }
 

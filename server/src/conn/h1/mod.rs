@@ -283,7 +283,7 @@ impl Conn<'_> {
                         verified = Some(Box::new((verdict, started)));
                     }
                     Step::Reject(status) => {
-                        self.out.queue_error(status);
+                        self.queue_rejection(status);
                         self.flush().await?;
                         return Ok(Exit::Closed);
                     }
@@ -341,7 +341,7 @@ impl Conn<'_> {
                         let now = Instant::now();
                         if now >= deadline {
                             if self.partial_since.is_some() {
-                                self.out.queue_error(StatusCode::REQUEST_TIMEOUT);
+                                self.queue_rejection(StatusCode::REQUEST_TIMEOUT);
                                 let _ = self.flush().await;
                             }
                             return Ok(Exit::Closed);
@@ -535,6 +535,25 @@ impl Conn<'_> {
         // earlier one a pipelining client has since completed.
         self.partial_since = None;
         Step::Complete(!close)
+    }
+
+    /// Queues the error that answers a head refused before it was a request (400, 408,
+    /// 414, 431), recorded like any exchange: the access log and the metrics show the
+    /// client that sent it (nginx logs these too; fail2ban reads them), with "-" for the
+    /// method and target it did not get to send.
+    fn queue_rejection(&mut self, status: StatusCode) {
+        let body = self.out.queue_error(status);
+        let started = self.partial_since.unwrap_or(self.turn);
+        self.pending.push(Pending {
+            vhost: "unknown",
+            method: Method::from_bytes(b"-").expect("a token"),
+            protocol: Protocol::Http11,
+            status: status.as_u16(),
+            cache_hit: None,
+            started,
+            logged: Logged::unparsed(),
+            body,
+        });
     }
 
     /// Writes everything queued, then records the exchanges of the responses just sent

@@ -158,9 +158,9 @@ impl Output {
         }
     }
 
-    /// Queues an error reply that closes the connection.
-    pub fn queue_error(&mut self, status: StatusCode) {
-        self.queue_reply(Reply::error(status), 1, true, false, u64::MAX);
+    /// Queues an error reply that closes the connection; returns where its body sits.
+    pub fn queue_error(&mut self, status: StatusCode) -> BodySpan {
+        self.queue_reply(Reply::error(status), 1, true, false, u64::MAX)
     }
 
     /// Serializes the reply's head and queues its body; returns where the body sits.
