@@ -63,7 +63,8 @@ pub struct Config {
     /// Our HPACK table in the peer's memory (capped by what the peer allows).
     pub encoder_table_size: u32,
     /// Compressed bytes of one header block (HEADERS and CONTINUATIONs); past this the
-    /// connection ends: buffering it is the CONTINUATION flood.
+    /// connection ends: buffering it is the CONTINUATION flood. Raised to
+    /// `max_header_list_size` if that is larger.
     pub max_header_block: usize,
     /// Bytes of frames the peer makes us queue (PING and SETTINGS acks, resets) while the
     /// driver has not taken the output: a peer that sends them without reading is cut off.
@@ -241,6 +242,11 @@ impl Connection {
         config.max_frame_size = config
             .max_frame_size
             .clamp(DEFAULT_MAX_FRAME_SIZE, MAX_MAX_FRAME_SIZE);
+        // A block any encoder would send for a list we allow is no larger than the list:
+        // the flood cap must not refuse what SETTINGS_MAX_HEADER_LIST_SIZE invites.
+        config.max_header_block = config
+            .max_header_block
+            .max(config.max_header_list_size as usize);
         use frame::setting::*;
         let mut settings = vec![
             (MAX_CONCURRENT_STREAMS, config.max_concurrent_streams),

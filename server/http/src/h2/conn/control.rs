@@ -75,7 +75,8 @@ impl Connection {
             ))?;
             return Ok(());
         }
-        if id > self.last_stream {
+        // An even stream is one we would have pushed: we push none, so it is idle.
+        if id > self.last_stream || id.is_multiple_of(2) && !self.streams.contains(id) {
             return Err(conn_err(
                 Reason::PROTOCOL_ERROR,
                 "WINDOW_UPDATE on an idle stream",

@@ -506,7 +506,7 @@ impl Connection {
     }
 
     fn rst_stream(&mut self, id: StreamId, reason: Reason) -> Result<(), Error> {
-        if id > self.last_stream {
+        if id > self.last_stream || id.is_multiple_of(2) && !self.streams.contains(id) {
             return Err(conn_err(
                 Reason::PROTOCOL_ERROR,
                 "RST_STREAM on an idle stream",

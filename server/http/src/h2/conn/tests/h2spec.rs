@@ -468,6 +468,34 @@ fn a_content_length_violation_gives_the_connection_window_back() {
 }
 
 #[test]
+fn s5_1_frames_on_an_even_stream_we_never_opened_are_protocol_errors() {
+    // The server pushes nothing, so stream 2 is idle even below the last stream opened.
+    for frame in [window_update(2, 1), raw(0x3, 0, 2, &8u32.to_be_bytes())] {
+        let mut p = peer();
+        p.get(3).unwrap();
+        assert_eq!(conn_error(&mut p, &frame), Reason::PROTOCOL_ERROR);
+    }
+}
+
+#[test]
+fn a_header_block_within_a_large_header_list_limit_is_taken() {
+    // With a 64 KiB header list allowed, a 40 KiB field that does not compress fits it:
+    // the block cap (32 KiB by default) grows with the limit instead of ending the
+    // connection with ENHANCE_YOUR_CALM.
+    let mut p = Peer::new(Config {
+        max_header_list_size: 64 << 10,
+        ..Config::default()
+    });
+    let big = "^".repeat(40 << 10);
+    let mut fields = GET.to_vec();
+    fields.push(("x-big", &big));
+    let f = p.headers(1, &fields, true);
+    assert!(f.len() > 40 << 10, "the block compressed to {}", f.len());
+    p.feed(&f).unwrap();
+    assert!(matches!(p.events()[..], [Event::Request { .. }]));
+}
+
+#[test]
 fn oversized_request_head_gets_431() {
     let mut p = Peer::new(Config {
         max_header_list_size: 200,
