@@ -272,17 +272,18 @@ fn a_pipelining_client_gets_the_header_timeout_from_its_latest_head() {
     let site = sample_site();
     let srv = Server::start(
         site.path(),
-        &["--header-timeout", "2s", "--keepalive-timeout", "60s"],
+        &["--header-timeout", "3s", "--keepalive-timeout", "60s"],
     );
     let mut c = TcpStream::connect(srv.addr).unwrap();
     let get = "GET /a.txt HTTP/1.1\r\nHost: t\r\n\r\n";
     c.write_all(format!("{get}GET /a.txt HTTP/1.1\r\nHo").as_bytes())
         .unwrap();
-    std::thread::sleep(Duration::from_millis(1400));
-    // Completes the second head and starts a third: 1.4 s into the first partial one.
+    std::thread::sleep(Duration::from_millis(2000));
+    // Completes the second head and starts a third: 2 s into the first partial one.
     let _ = c.write_all(b"st: t\r\n\r\nGET /a.txt HTTP/1.1\r\nHo");
-    std::thread::sleep(Duration::from_millis(1400));
-    // 2.8 s after the first partial head, 1.4 s after the third began.
+    std::thread::sleep(Duration::from_millis(2000));
+    // 4 s after the first partial head, 2 s after the third began: 1 s of margin on
+    // either side of the 3 s timeout.
     let _ = c.write_all(b"st: t\r\nConnection: close\r\n\r\n");
     let got = read_until_closed(&mut c, Duration::from_secs(10)).expect("not closed");
     let text = String::from_utf8_lossy(&got);
