@@ -18,6 +18,7 @@ mod idle;
 mod logged;
 mod output;
 mod paced;
+mod pending;
 mod socket;
 pub(super) mod transport;
 mod wait;
@@ -26,7 +27,7 @@ use super::stop_wait::{stopping_now, StopWait};
 use crate::app::{Routed, Verdict, Verification};
 use crate::conn::file_send::FileSendPolicy;
 use crate::conn::origin::TlsSession;
-use crate::exchange::{front, Exchange, Outcome, Protocol};
+use crate::exchange::{front, Protocol};
 use crate::http::request::RequestHead;
 use crate::state::Shared;
 use crate::tls::ktls::RecordBudget;
@@ -34,7 +35,8 @@ use backend::{BackendJob, Link};
 use bytes::Bytes;
 use http::{Method, StatusCode};
 use logged::Logged;
-use output::{BodySpan, Output, Seg, MAX_QUEUED_BYTES};
+use output::{Output, Seg, MAX_QUEUED_BYTES};
+use pending::Pending;
 use skiff_http::h1_head::{self as parse, HeadLimits, Parsed};
 use socket::ReadResult;
 use std::cell::RefCell;
@@ -78,18 +80,6 @@ enum Step {
     /// with the verdict; the instant is when it was first routed, for its record. Boxed,
     /// as is the verdict, so every idle connection's future grows by 40 bytes, not 152.
     Verify(Box<(Verification, Instant)>),
-}
-
-/// A response queued in the current batch, recorded once the batch is written.
-struct Pending {
-    vhost: &'static str,
-    method: Method,
-    protocol: Protocol,
-    status: u16,
-    cache_hit: Option<bool>,
-    started: Instant,
-    logged: Logged,
-    body: BodySpan,
 }
 
 thread_local! {
@@ -538,22 +528,11 @@ impl Conn<'_> {
     }
 
     /// Queues the error that answers a head refused before it was a request (400, 408,
-    /// 414, 431), recorded like any exchange: the access log and the metrics show the
-    /// client that sent it (nginx logs these too; fail2ban reads them), with "-" for the
-    /// method and target it did not get to send.
+    /// 414, 431), recorded like any exchange so the log shows the client that sent it.
     fn queue_rejection(&mut self, status: StatusCode) {
         let body = self.out.queue_error(status);
         let started = self.partial_since.unwrap_or(self.turn);
-        self.pending.push(Pending {
-            vhost: "unknown",
-            method: Method::from_bytes(b"-").expect("a token"),
-            protocol: Protocol::Http11,
-            status: status.as_u16(),
-            cache_hit: None,
-            started,
-            logged: Logged::unparsed(),
-            body,
-        });
+        self.pending.push(Pending::rejection(status, body, started));
     }
 
     /// Writes everything queued, then records the exchanges of the responses just sent
@@ -583,22 +562,9 @@ impl Conn<'_> {
         if !self.pending.is_empty() {
             let ended = self.turn;
             let written = sent.written;
+            let remote = self.peer.ip();
             for p in self.pending.drain(..) {
-                Exchange {
-                    remote: self.peer.ip(),
-                    request: p.logged.fields(&self.buf, &p.method, p.protocol),
-                    outcome: Outcome {
-                        vhost: p.vhost,
-                        status: p.status,
-                        body_bytes: p.body.sent(written),
-                        cache_hit: p.cache_hit,
-                        pool: None,
-                    },
-                    started: p.started,
-                    head_ready: p.started,
-                    ended,
-                }
-                .record();
+                p.record(&self.buf, remote, written, ended);
             }
         }
         sent.result
