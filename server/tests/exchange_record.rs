@@ -6,6 +6,7 @@
 mod common;
 use common::backends::*;
 use common::*;
+use std::io::Write;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -227,4 +228,103 @@ fn a_refused_head_is_logged_and_counted() {
         std::thread::sleep(Duration::from_millis(100));
     }
     assert_eq!(metric_or_zero(&srv, sample), before + 1.0);
+}
+
+/// Body bytes in a response read to the connection's end: after the head, and for a
+/// chunked body only the chunks' data (the last chunk may be cut short).
+fn body_bytes_received(raw: &[u8]) -> u64 {
+    let at = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a whole head")
+        + 4;
+    let head = String::from_utf8_lossy(&raw[..at]).to_ascii_lowercase();
+    let mut body = &raw[at..];
+    if !head.contains("transfer-encoding: chunked") {
+        return body.len() as u64;
+    }
+    let mut data = 0u64;
+    loop {
+        let Some(eol) = body.windows(2).position(|w| w == b"\r\n") else {
+            return data;
+        };
+        let size = usize::from_str_radix(std::str::from_utf8(&body[..eol]).unwrap(), 16).unwrap();
+        body = &body[eol + 2..];
+        if size == 0 {
+            return data;
+        }
+        let got = size.min(body.len());
+        data += got as u64;
+        if got < size {
+            return data;
+        }
+        body = &body[(size + 2).min(body.len())..];
+    }
+}
+
+/// A client that stops reading gets its connection cut after the send timeout, part way
+/// through a chunk of a paced download or of a pool's streamed body: the access log still
+/// counts every body byte the socket took, not only whole chunks, so it matches what the
+/// client can read once it drains its socket.
+#[test]
+fn a_body_cut_part_way_through_a_chunk_counts_the_bytes_that_left() {
+    let site = php_site();
+    std::fs::create_dir_all(site.path().join("slow")).unwrap();
+    std::fs::write(site.path().join("slow/big.bin"), vec![7u8; 16 << 20]).unwrap();
+    // 64 KiB records, each a chunk on the wire, far more than the sockets hold.
+    std::fs::write(
+        site.path().join("big.php"),
+        "<?php for ($i = 0; $i < 256; $i++) { echo str_repeat('x', 65536); flush(); }",
+    )
+    .unwrap();
+    let port = free_port();
+    let _fpm = php_fpm(site.path(), &format!("127.0.0.1:{port}"));
+    let log = site.path().join("access.json");
+    // 1.28 MB/s: chunks of 64 KiB; the first second's worth leaves at once.
+    let config = write_config(
+        site.path(),
+        &format!(
+            r#"access_log: {{ format: json, path: {log} }}
+limits: {{ send_timeout: 1s }}
+virtual_servers:
+  - name: php
+    default: true
+    root: {root}
+    rules:
+      - match: {{ regex: "\\.php$" }}
+        action: {{ fastcgi: {{ pool: php }} }}
+      - match: {{ prefix: /slow/ }}
+        action: {{ static: {{}} }}
+        bandwidth: {{ per_connection: 1280000 }}
+pools:
+  - {{ name: php, protocol: fastcgi, endpoints: ["127.0.0.1:{port}"], read_timeout: 5s }}
+"#,
+            log = log.display(),
+            root = site.path().display(),
+        ),
+    );
+    let srv = Server::run_config(&config);
+    for (n, target) in ["/slow/big.bin", "/big.php"].into_iter().enumerate() {
+        let mut s = small_buffer_socket(srv.addr, 4096);
+        s.write_all(format!("GET {target} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+            .unwrap();
+        // Past the send timeout without reading: the server gives up on the connection.
+        std::thread::sleep(Duration::from_secs(3));
+        let raw = read_until_closed(&mut s, Duration::from_secs(10))
+            .unwrap_or_else(|| panic!("{target}: the connection was not closed"));
+        let received = body_bytes_received(&raw);
+        assert!(received > 0, "{target}: no body");
+        let end = Instant::now() + Duration::from_secs(10);
+        let mut lines = log_lines(&log);
+        while lines.len() <= n && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(100));
+            lines = log_lines(&log);
+        }
+        let line = &lines[n];
+        assert_eq!(line["target"], target, "{line:?}");
+        assert_eq!(
+            line["bytes"], received,
+            "{target}: the log's body bytes against those the client read"
+        );
+    }
 }

@@ -593,16 +593,6 @@ fn an_http2_client_trickling_its_connection_window_is_cut_off() {
     );
 }
 
-/// A connection to `addr` whose receive buffer is `bytes` from the start (set after
-/// connecting, the window already offered would stay).
-fn small_buffer_socket(addr: SocketAddr, bytes: usize) -> TcpStream {
-    use rustix::net::{sockopt, AddressFamily, SocketType};
-    let fd: OwnedFd = rustix::net::socket(AddressFamily::INET, SocketType::STREAM, None).unwrap();
-    sockopt::set_socket_recv_buffer_size(&fd, bytes).unwrap();
-    rustix::net::connect(&fd, &addr).unwrap();
-    TcpStream::from(fd)
-}
-
 #[test]
 fn an_http2_stream_waiting_its_turn_behind_others_is_not_cut_off() {
     // Six downloads on one connection with every window open, read at about 800 KB/s

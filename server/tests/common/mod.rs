@@ -155,6 +155,17 @@ impl Drop for Server {
     }
 }
 
+/// A connection to `addr` whose receive buffer is `bytes` from the start (set after
+/// connecting, the window already offered would stay).
+pub fn small_buffer_socket(addr: SocketAddr, bytes: usize) -> TcpStream {
+    use rustix::net::{sockopt, AddressFamily, SocketType};
+    let fd: std::os::fd::OwnedFd =
+        rustix::net::socket(AddressFamily::INET, SocketType::STREAM, None).unwrap();
+    sockopt::set_socket_recv_buffer_size(&fd, bytes).unwrap();
+    rustix::net::connect(&fd, &addr).unwrap();
+    TcpStream::from(fd)
+}
+
 /// Reads until the server closes; `None` if it is still open after `limit`.
 pub fn read_until_closed(s: &mut TcpStream, limit: Duration) -> Option<Vec<u8>> {
     s.set_read_timeout(Some(limit)).unwrap();

@@ -5,7 +5,7 @@
 
 use super::encode::{self, Framing};
 use super::logged::Logged;
-use super::output::Output;
+use super::output::{BodySpan, Output};
 use super::transport::Transport;
 use crate::conn::file_send::FileSendPolicy;
 use crate::exchange::{front, Exchange, Outcome, Protocol};
@@ -231,10 +231,13 @@ impl Link<'_> {
             }
             Payload::Whole(body) => {
                 // A whole body: one writev with the head.
-                let (head_len, len) = (self.out.head.len() as u64, body.len() as u64);
+                let span = BodySpan {
+                    at: self.out.head.len() as u64,
+                    len: body.len() as u64,
+                };
                 self.out.push_bytes(body);
                 let (written, result) = self.write_queued().await;
-                *sent = written.saturating_sub(head_len).min(len);
+                *sent = span.sent(written);
                 result?;
             }
             Payload::Stream(mut body) => {
@@ -250,20 +253,27 @@ impl Link<'_> {
                             if data.is_empty() {
                                 continue;
                             }
-                            let len = data.len() as u64;
+                            // The batch holds just this chunk: its data follows the
+                            // size line, and counts as far as writing got into it.
+                            let mut span = BodySpan {
+                                at: 0,
+                                len: data.len() as u64,
+                            };
                             if framing == Framing::Chunked {
                                 let h = &mut self.out.head;
                                 let from = h.len();
                                 encode::push_hex(h, data.len());
                                 h.extend_from_slice(b"\r\n");
+                                span.at = (h.len() - from) as u64;
                                 self.out.push_head_appended(from);
                                 self.out.push_bytes(data);
                                 self.out.push_bytes(Bytes::from_static(b"\r\n"));
                             } else {
                                 self.out.push_bytes(data);
                             }
-                            self.write_queued().await.1?;
-                            *sent += len;
+                            let (written, result) = self.write_queued().await;
+                            *sent += span.sent(written);
+                            result?;
                         }
                         Some(Err(e)) => {
                             // The backend failed mid-body: the client must not take the

@@ -25,8 +25,7 @@ pub(super) async fn send_paced(
             Part::Bytes(b) => {
                 for piece in b.chunks(chunk) {
                     pace(&mut pacer, piece.len()).await;
-                    stream.write_all(piece, send_timeout).await?;
-                    *sent += piece.len() as u64;
+                    stream.write_all(piece, send_timeout, sent).await?;
                 }
             }
             Part::File(f) => {
@@ -40,8 +39,7 @@ pub(super) async fn send_paced(
                         return Err(truncated());
                     }
                     pace(&mut pacer, n).await;
-                    stream.write_all(&buf[..n], send_timeout).await?;
-                    *sent += n as u64;
+                    stream.write_all(&buf[..n], send_timeout, sent).await?;
                     off += n as u64;
                 }
             }

@@ -157,16 +157,21 @@ impl Transport {
         }
     }
 
-    /// Writes all of `data`, waiting as needed (paced bodies, pread chunks).
+    /// Writes all of `data`, waiting as needed (paced bodies, pread chunks); `written`
+    /// grows as bytes go out, so a write that fails part way still counts what left.
     pub(super) async fn write_all(
         &mut self,
         mut data: &[u8],
         send_timeout: Duration,
+        written: &mut u64,
     ) -> io::Result<()> {
         while !data.is_empty() {
             match self.try_writev(&[IoSlice::new(data)], false) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(n) => data = &data[n..],
+                Ok(n) => {
+                    *written += n as u64;
+                    data = &data[n..];
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     self.writable(send_timeout).await?
                 }
