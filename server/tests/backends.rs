@@ -457,6 +457,165 @@ fn fastcgi_keepalive_reuses_one_connection() {
     );
 }
 
+#[test]
+fn a_reload_closes_the_kept_connections_of_the_pools_it_retires() {
+    // Each kept connection holds a php-fpm child; a reload builds new pools, and the old
+    // generation's connections must not stay open for good beside the new ones.
+    let site = php_site();
+    let port = free_port();
+    let _fpm = php_fpm_with(site.path(), &format!("127.0.0.1:{port}"), 6);
+    let body = php_config(site.path(), &format!("127.0.0.1:{port}"))
+        .replace("read_timeout: 5s }", "read_timeout: 5s, keepalive: 1 }");
+    let config = write_config(site.path(), &body);
+    let text = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("threads: 2", "threads: 1");
+    std::fs::write(&config, &text).unwrap();
+    let srv = Server::run_config(&config);
+    let get = || {
+        assert!(
+            String::from_utf8_lossy(&curl(&[&srv.url("/echo.php")]).stdout)
+                .contains("REQUEST_METHOD=GET")
+        )
+    };
+    get();
+    for generation in 1..=3 {
+        std::fs::write(&config, format!("{text}# generation {generation}\n")).unwrap();
+        let end = Instant::now() + Duration::from_secs(10);
+        while srv.metric("skiff_config_reloads_total{result=\"success\"}")
+            != Some(generation as f64)
+        {
+            assert!(Instant::now() < end, "reload {generation} did not apply");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        get();
+    }
+    let end = Instant::now() + Duration::from_secs(10);
+    while established_to(port) != 1 {
+        assert!(
+            Instant::now() < end,
+            "{} connections to php-fpm after three reloads, one kept",
+            established_to(port)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A FastCGI backend that answers a connection's first request (keeping it open), then
+/// closes it on the second without a reply, as a php-fpm child killed mid-script does;
+/// it prints each request's method as it reads it.
+const FCGI_CLOSE_ON_SECOND: &str = r#"
+import socket, struct, sys, threading
+def records(c):
+    buf = b''
+    while True:
+        while len(buf) < 8:
+            part = c.recv(65536)
+            if not part:
+                return
+            buf += part
+        _, t, rid, clen, pad, _ = struct.unpack('>BBHHBB', buf[:8])
+        while len(buf) < 8 + clen + pad:
+            part = c.recv(65536)
+            if not part:
+                return
+            buf += part
+        yield t, buf[8:8 + clen]
+        buf = buf[8 + clen + pad:]
+def method(params):
+    i = 0
+    while i < len(params):
+        n = params[i]; i += 1
+        if n & 0x80: n = struct.unpack('>I', params[i - 1:i + 3])[0] & 0x7fffffff; i += 3
+        v = params[i]; i += 1
+        if v & 0x80: v = struct.unpack('>I', params[i - 1:i + 3])[0] & 0x7fffffff; i += 3
+        if params[i:i + n] == b'REQUEST_METHOD':
+            return params[i + n:i + n + v].decode()
+        i += n + v
+def rec(t, body):
+    return struct.pack('>BBHHBB', 1, t, 1, len(body), 0, 0) + body
+def handle(c):
+    served = 0
+    params = b''
+    for t, body in records(c):
+        if t == 4:
+            params += body
+        elif t == 5 and not body:
+            print(method(params), flush=True)
+            params = b''
+            served += 1
+            if served == 2:
+                c.close()
+                return
+            c.sendall(rec(6, b'Content-Type: text/plain\r\n\r\nfirst') + rec(6, b'')
+                      + rec(3, b'\0' * 8))
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(('127.0.0.1', int(sys.argv[1])))
+s.listen(16)
+while True:
+    c, _ = s.accept()
+    threading.Thread(target=handle, args=(c,), daemon=True).start()
+"#;
+
+#[test]
+fn a_request_that_may_change_state_is_not_sent_again_when_a_kept_connection_fails() {
+    // The kept connection is open and quiet when reused, and the backend closes it only
+    // after reading the request: a GET then goes again on a new connection, a POST is
+    // answered 502 and the backend saw it once (nginx's rule for non-idempotent methods).
+    let site = php_site();
+    let port = free_port();
+    let script = site.path().join("fcgi.py");
+    std::fs::write(&script, FCGI_CLOSE_ON_SECOND).unwrap();
+    let mut child = Command::new("python3")
+        .arg(&script)
+        .arg(port.to_string())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let seen = std::io::BufReader::new(child.stdout.take().unwrap());
+    let backend = Backend(child);
+    wait_connect(&format!("127.0.0.1:{port}"));
+    let config = write_config(
+        site.path(),
+        &php_config(site.path(), &format!("127.0.0.1:{port}"))
+            .replace("read_timeout: 5s }", "read_timeout: 5s, keepalive: 1 }"),
+    );
+    let text = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("threads: 2", "threads: 1");
+    std::fs::write(&config, text).unwrap();
+    let srv = Server::run_config(&config);
+    let status = |method: &str| {
+        let out = curl(&[
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "-X",
+            method,
+            &srv.url("/echo.php"),
+        ]);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    // GET: answered on a new connection (kept), its reuse fails, sent again on a third.
+    assert_eq!(status("GET"), "200");
+    assert_eq!(status("GET"), "200");
+    // POST: the third connection is kept; its reuse fails and the POST is not replayed.
+    assert_eq!(status("POST"), "502");
+    drop(srv);
+    // Stopped, so that its output ends.
+    drop(backend);
+    let methods: Vec<String> = std::io::BufRead::lines(seen)
+        .map_while(Result::ok)
+        .collect();
+    assert_eq!(
+        methods,
+        ["GET", "GET", "GET", "POST"],
+        "what the backend read"
+    );
+}
+
 const WS_ECHO: &str = r#"
 import socket, threading, hashlib, base64, sys
 GUID = '258EAFA5-E914-47DA-95CA-C5AB0DC85B11'

@@ -1,5 +1,5 @@
 //! Connections to backends: TCP or unix sockets, opened with the request's first bytes
-//! where the kernel allows, and idle FastCGI connections kept per worker for reuse.
+//! where the kernel allows.
 
 use super::pool::{Address, Pool};
 use std::io;
@@ -12,56 +12,6 @@ use tokio::net::{TcpStream, UnixStream};
 pub enum Conn {
     Tcp(TcpStream),
     Unix(UnixStream),
-}
-
-// Idle FastCGI connections kept open with the keep-conn flag, per worker thread: a
-// tokio socket belongs to the runtime (worker) that registered it.
-
-// A short list searched linearly: a worker holds a few pools' endpoints, and this runs on
-// every kept-connection request, where hashing the key would cost more than the search.
-/// Idle connections by (pool id, endpoint index).
-type IdleList = Vec<((u64, usize), Vec<Conn>)>;
-
-thread_local! {
-    static IDLE: std::cell::RefCell<IdleList> =
-        const { std::cell::RefCell::new(Vec::new()) };
-}
-
-/// An idle connection to endpoint `i` on this worker, if one is kept.
-pub fn take_idle(pool: &Pool, i: usize) -> Option<Conn> {
-    if pool.keepalive == 0 {
-        return None;
-    }
-    let key = (pool.id(), i);
-    IDLE.with(|m| {
-        m.borrow_mut()
-            .iter_mut()
-            .find(|(k, _)| *k == key)
-            .and_then(|(_, list)| list.pop())
-    })
-}
-
-/// Keeps a connection for reuse by this worker.
-pub fn put_idle(pool: &Pool, i: usize, conn: Conn) {
-    let key = (pool.id(), i);
-    IDLE.with(|m| {
-        let mut m = m.borrow_mut();
-        let at = match m.iter().position(|(k, _)| *k == key) {
-            Some(at) => at,
-            None => {
-                // Entries of pools from older config generations are dropped wholesale.
-                if m.len() >= 64 {
-                    m.retain(|((id, _), _)| *id == pool.id());
-                }
-                m.push((key, Vec::new()));
-                m.len() - 1
-            }
-        };
-        let list = &mut m[at].1;
-        if list.len() < pool.keepalive {
-            list.push(conn);
-        }
-    });
 }
 
 /// Connects to endpoint `i` at `resolved` (from [`Pool::next_addr`]), or by its name,

@@ -14,6 +14,7 @@ pub mod dns;
 mod failover;
 mod failure;
 mod gather;
+mod kept;
 pub mod pool;
 mod proxy;
 mod request;

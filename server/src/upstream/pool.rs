@@ -8,6 +8,7 @@ use skiff_config::{Balance, PoolProtocol};
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,11 +53,10 @@ struct AddrHealth {
     down_until_ms: u64,
 }
 
-static NEXT_POOL_ID: AtomicU64 = AtomicU64::new(1);
-
 pub struct Pool {
-    /// Distinguishes this pool (and config generation) in the idle-connection cache.
-    id: u64,
+    /// Held only here: kept connections hold a weak reference, which tells them once a
+    /// reload has retired this pool (and config generation).
+    alive: Arc<()>,
     /// Idle FastCGI connections kept per worker and endpoint (0: no reuse).
     pub keepalive: usize,
     pub name: &'static str,
@@ -99,7 +99,7 @@ impl Drop for Slot<'_> {
 impl Pool {
     pub fn from_config(p: &skiff_config::Pool, name: &'static str) -> Pool {
         Pool {
-            id: NEXT_POOL_ID.fetch_add(1, Ordering::Relaxed),
+            alive: Arc::new(()),
             keepalive: p.keepalive,
             name,
             protocol: p.protocol,
@@ -342,9 +342,14 @@ impl Pool {
         true
     }
 
-    /// Distinguishes this pool (and config generation) among kept connections.
-    pub(super) fn id(&self) -> u64 {
-        self.id
+    /// What identifies this pool (and config generation) among kept connections.
+    pub(super) fn alive_token(&self) -> *const () {
+        Arc::as_ptr(&self.alive)
+    }
+
+    /// A reference to this pool's liveness that does not keep it alive.
+    pub(super) fn alive_weak(&self) -> std::sync::Weak<()> {
+        Arc::downgrade(&self.alive)
     }
 
     /// The next address of endpoint `i` in rotation, if it has resolved ones, skipping

@@ -43,7 +43,7 @@ pub struct Pool {
     /// Requests in flight to this pool at most; beyond, 503 at once.
     #[serde(default = "default_max_active")]
     pub max_active_requests: usize,
-    /// FastCGI connections kept open for reuse (the keep-conn flag), per serving thread and endpoint; 0 turns reuse off. Each kept connection holds one backend worker (php-fpm serves one connection per child), so keep this below the backend's worker count divided by skiff's threads.
+    /// FastCGI connections kept open for reuse (the keep-conn flag), per serving thread and endpoint; 0 turns reuse off. Each kept connection holds one backend worker (php-fpm serves one connection per child), so keep this below the backend's worker count divided by skiff's threads. A kept connection is checked before reuse, closed after 60 s idle, and closed when a reload replaces the pool.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub keepalive: usize,
     /// Worker processes behind each endpoint address (php-fpm's `pm.max_children`, uWSGI's `--processes`). Only reported: `skiff_upstream_workers` is this times the endpoints up, the capacity the busy ratio (`skiff_upstream_active_requests` over it) of a pool's autoscaling divides by.

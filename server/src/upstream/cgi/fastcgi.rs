@@ -98,7 +98,7 @@ pub(super) async fn exchange(
         // The whole response is in hand (the usual case for small pages): one write with a
         // Content-Length, no reader task and no chunked encoding.
         if keep_conn {
-            crate::upstream::connection::put_idle(pool, idx, conn);
+            crate::upstream::kept::put_idle(pool, idx, conn);
         }
         return Ok(whole(head.status, head.fields, first));
     }
@@ -132,7 +132,7 @@ pub(super) async fn exchange(
             if ended {
                 // The request is complete and nothing is left over: keep the connection.
                 if keep_conn && rbuf.is_empty() {
-                    crate::upstream::connection::put_idle(&keeper, idx, conn);
+                    crate::upstream::kept::put_idle(&keeper, idx, conn);
                 }
                 return;
             }

@@ -10,6 +10,7 @@ mod stream;
 use super::connection;
 use super::failover::Failover;
 use super::failure::Failure;
+use super::kept;
 use super::pool::{Pool, Slot};
 use super::request::Message;
 use super::response::UpstreamResponse;
@@ -123,15 +124,16 @@ pub(super) async fn exchange(
         return Err((Failure::NoScript(script), String::new()));
     }
     let (opening, rest) = opening(pool, env, body, length)?;
-    // FastCGI keep-conn: an idle connection first. It may have been closed by the backend
-    // meanwhile; a request that went whole in its opening then goes again on a fresh one
-    // (nothing was answered).
+    // FastCGI keep-conn: an idle connection first. The backend may close it just as it is
+    // reused; a request that went whole in its opening then goes again on a fresh one
+    // (nothing was answered), unless running it twice could change more than once
+    // (nginx's rule: POST, PATCH and the like are never sent twice).
     if pool.protocol == PoolProtocol::Fastcgi && rest.is_none() {
         if let Some(i) = pool.pick(Some(peer.ip()), &[]) {
-            if let Some(idle) = connection::take_idle(pool, i) {
+            if let Some(idle) = kept::take_idle(pool, i) {
                 pool.assign(slot, i);
                 match fastcgi::exchange(pool, i, idle, &opening[..], None, length).await {
-                    Err(Failure::Stale) => {}
+                    Err(Failure::Stale) if replayable(env) => {}
                     other => return finish(pool, i, other),
                 }
             }
@@ -146,7 +148,24 @@ pub(super) async fn exchange(
         }
         PoolProtocol::Http => unreachable!("validated: cgi actions use cgi pools"),
     };
+    // A new connection closed before answering is the backend failing, not a kept
+    // connection gone stale: it counts against the endpoint.
+    let result = result.map_err(|f| match f {
+        Failure::Stale => Failure::Io(std::io::Error::new(
+            std::io::ErrorKind::ConnectionAborted,
+            "the backend closed the connection before answering",
+        )),
+        f => f,
+    });
     finish(pool, idx, result)
+}
+
+/// Whether a request may be sent again after a kept connection failed under it: only
+/// idempotent methods (RFC 9110 §9.2.2), whose second run changes nothing more.
+fn replayable(env: &Env) -> bool {
+    env.get("REQUEST_METHOD")
+        .and_then(|m| http::Method::from_bytes(m).ok())
+        .is_some_and(|m| m.is_idempotent())
 }
 
 /// Connects to an endpoint in failover order, sending the opening with the connection.
