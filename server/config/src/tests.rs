@@ -129,6 +129,24 @@ fn modifier_mistakes() {
 }
 
 #[test]
+fn values_past_what_can_be_served_are_refused() {
+    let yaml = format!(
+        "threads: 100000\nlimits: {{ max_connections: 100000000, header_timeout: 0s, send_timeout: 10ms }}\n{}",
+        minimal("    rules:\n      - action: { static: {} }\n        cache: { max_age: 1000000000000 }\n")
+    );
+    assert_eq!(
+        problems(&yaml),
+        vec![
+            "line 1 column 10: threads: must be at most 1024",
+            "line 2 column 28: limits.max_connections: must be at most 10000000",
+            "line 2 column 55: limits.header_timeout: must be at least 100ms",
+            "line 2 column 73: limits.send_timeout: must be at least 100ms",
+            "line 9 column 27: virtual_servers[0].rules[0].cache.max_age: must be at most 315360000 (ten years, nginx's `expires max`)",
+        ]
+    );
+}
+
+#[test]
 fn global_mistakes() {
     let yaml = format!(
         "listen: localhost\nthreads: 0\ncache: {{ max_file_size: 100, max_bytes: 10 }}\n{}",

@@ -214,6 +214,9 @@ impl HeaderOps {
     }
 }
 
+/// 9999-12-31T23:59:59Z, the last moment an HTTP date can name.
+const LAST_HTTP_DATE: u64 = 253_402_300_799;
+
 /// Browser caching.
 pub struct CachePolicy {
     pub cache_control: HeaderValue,
@@ -227,11 +230,14 @@ impl CachePolicy {
             .retain(|(n, _)| n != http::header::CACHE_CONTROL && n != http::header::EXPIRES);
         r.headers
             .push((http::header::CACHE_CONTROL, self.cache_control.clone()));
-        // The clock Date is read from, so Expires - Date is max-age exactly.
-        let expires =
-            UNIX_EPOCH + Duration::from_secs(crate::coarse_clock::unix_seconds() + self.max_age);
-        if let Ok(v) = HeaderValue::from_str(&httpdate::fmt_http_date(expires)) {
-            r.headers.push((http::header::EXPIRES, v));
+        // The clock Date is read from, so Expires - Date is max-age exactly. Validation
+        // bounds max-age; past year 9999 (which httpdate cannot write) there is no Expires.
+        let expires = crate::coarse_clock::unix_seconds().saturating_add(self.max_age);
+        if expires <= LAST_HTTP_DATE {
+            let at = UNIX_EPOCH + Duration::from_secs(expires);
+            if let Ok(v) = HeaderValue::from_str(&httpdate::fmt_http_date(at)) {
+                r.headers.push((http::header::EXPIRES, v));
+            }
         }
     }
 }
@@ -348,5 +354,21 @@ mod tests {
         assert!(rl.check("2001:db8:1:2::1".parse().unwrap()).is_ok());
         assert_eq!(rl.check("2001:db8:1:2::ffff".parse().unwrap()), Err(1));
         assert!(rl.check("2001:db8:1:3::1".parse().unwrap()).is_ok());
+    }
+
+    #[test]
+    fn a_max_age_past_what_an_http_date_can_name_gives_no_expires_and_no_panic() {
+        let reply = |max_age| {
+            let mut r = Reply::new(http::StatusCode::OK);
+            CachePolicy {
+                cache_control: HeaderValue::from_static("max-age=1"),
+                max_age,
+            }
+            .apply(&mut r);
+            r.headers.iter().any(|(n, _)| n == http::header::EXPIRES)
+        };
+        assert!(reply(3600), "an hour");
+        assert!(!reply(u64::MAX), "max-age past year 9999");
+        assert!(!reply(LAST_HTTP_DATE), "max-age past year 9999");
     }
 }

@@ -219,7 +219,7 @@ pub struct HeaderOps {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CachePolicy {
-    /// Seconds a response may be reused: `Cache-Control: max-age=N` and a matching `Expires`.
+    /// Seconds a response may be reused: `Cache-Control: max-age=N` and a matching `Expires`. At most 315360000 (ten years).
     pub max_age: u64,
     /// Adds `public` (shared caches may store it) or `private`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -48,8 +48,10 @@ pub fn validate(cfg: &Config) -> Vec<Issue> {
             );
         }
     }
-    if cfg.threads == Some(0) {
-        c.fail("threads", "must be at least 1");
+    match cfg.threads {
+        Some(0) => c.fail("threads", "must be at least 1"),
+        Some(n) if n > MAX_THREADS => c.fail("threads", format!("must be at most {MAX_THREADS}")),
+        _ => {}
     }
     if cfg.cache.max_file_size > cfg.cache.max_bytes {
         c.fail(
@@ -65,6 +67,21 @@ pub fn validate(cfg: &Config) -> Vec<Issue> {
     }
     if cfg.limits.max_connections == 0 {
         c.fail("limits.max_connections", "must be at least 1");
+    }
+    if cfg.limits.max_connections > MAX_CONNECTIONS {
+        c.fail(
+            "limits.max_connections",
+            format!("must be at most {MAX_CONNECTIONS}"),
+        );
+    }
+    let l = &cfg.limits;
+    for (field, d) in [
+        ("header_timeout", l.header_timeout),
+        ("keepalive_timeout", l.keepalive_timeout),
+        ("body_timeout", l.body_timeout),
+        ("send_timeout", l.send_timeout),
+    ] {
+        check_timeout(&mut c, &format!("limits.{field}"), d);
     }
     for (i, server) in cfg.dns.servers.iter().enumerate() {
         if server.parse::<std::net::SocketAddr>().is_err() {
@@ -97,6 +114,13 @@ pub fn validate(cfg: &Config) -> Vec<Issue> {
         }
         if pool.keepalive > 0 && pool.protocol != PoolProtocol::Fastcgi {
             c.fail(format!("{p}.keepalive"), "connection reuse is for FastCGI pools (HTTP pools always reuse; uwsgi and SCGI cannot)");
+        }
+        for (field, d) in [
+            ("connect_timeout", pool.connect_timeout),
+            ("read_timeout", pool.read_timeout),
+            ("send_timeout", pool.send_timeout),
+        ] {
+            check_timeout(&mut c, &format!("{p}.{field}"), d);
         }
         if pool.max_active_requests == 0 {
             c.fail(format!("{p}.max_active_requests"), "must be at least 1");
@@ -205,6 +229,20 @@ pub fn validate(cfg: &Config) -> Vec<Issue> {
 }
 
 /// The TLS listener: its address, and a certificate somewhere for it to offer.
+/// More serving threads than any machine has cores for: a typo, not a plan.
+const MAX_THREADS: usize = 1024;
+
+/// Far past what one process's descriptors allow, and small enough for a semaphore.
+const MAX_CONNECTIONS: usize = 10_000_000;
+
+/// A timeout of zero (or a few microseconds) would cut every wait at once: a head split
+/// across two reads, a body larger than the socket buffer.
+fn check_timeout(c: &mut Checker, path: &str, d: std::time::Duration) {
+    if d < std::time::Duration::from_millis(100) {
+        c.fail(path, "must be at least 100ms");
+    }
+}
+
 fn check_name(c: &mut Checker, path: &str, name: &str) {
     let ok = !name.is_empty()
         && name.len() <= 63

@@ -5,6 +5,10 @@ use crate::model::*;
 use crate::template::Template;
 use std::collections::HashMap;
 
+/// Seconds: longer means nothing more to a cache, and Expires past year 9999 cannot be
+/// written.
+const MAX_CACHE_AGE: u64 = 10 * 365 * 24 * 3600;
+
 pub(super) fn check_rule(
     c: &mut Checker,
     p: &str,
@@ -234,6 +238,14 @@ pub(super) fn check_rule(
             c.fail(
                 format!("{p}.access.status"),
                 format!("{} is out of range; expected 400 to 599", access.status),
+            );
+        }
+    }
+    if let Some(cache) = &rule.cache {
+        if cache.max_age > MAX_CACHE_AGE {
+            c.fail(
+                format!("{p}.cache.max_age"),
+                format!("must be at most {MAX_CACHE_AGE} (ten years, nginx's `expires max`)"),
             );
         }
     }
