@@ -389,7 +389,7 @@ impl App {
         let mut reply = match &rule.action {
             Action::Static => vh.statics.respond_clean(req, path),
             Action::Redirect { to, status } => {
-                let location = rules::render_location(to, req, caps);
+                let location = rules::render_location(to, req, path.as_str(), caps);
                 match HeaderValue::from_str(&location) {
                     Ok(v) => Reply::error(*status).header(http::header::LOCATION, v),
                     Err(_) => Reply::error(StatusCode::INTERNAL_SERVER_ERROR),

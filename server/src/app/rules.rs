@@ -80,10 +80,12 @@ pub enum Action {
     Upstream(std::sync::Arc<crate::upstream::Backend>),
 }
 
-/// Renders a redirect target.
+/// Renders a redirect target. `$uri` is the cleaned path the rules matched, encoded
+/// again; `$request_uri` the path and query as received.
 pub fn render_location(
     t: &Template,
     req: &RequestHead<'_>,
+    clean_path: &str,
     caps: Option<&regex::Captures<'_>>,
 ) -> String {
     let mut out = String::with_capacity(64);
@@ -105,10 +107,24 @@ pub fn render_location(
                     out.push_str(&a.name);
                 }
             }
-            Piece::Scheme => out.push_str("http"),
-            Piece::RequestUri => out.push_str(req.target),
-            Piece::Uri => out.push_str(req.path),
+            Piece::Scheme => out.push_str(if req.secure { "https" } else { "http" }),
+            Piece::RequestUri => {
+                out.push_str(req.path);
+                if let Some(q) = req.query {
+                    out.push('?');
+                    out.push_str(q);
+                }
+            }
+            Piece::Uri => out.push_str(&skiff_http::path::percent_encode(clean_path, true)),
             Piece::Args => out.push_str(req.query.unwrap_or("")),
+        }
+    }
+    // A target that starts with the request's own path must stay on this site: from
+    // `GET //evil.example`, `Location: //evil.example/` would be scheme-relative.
+    if !matches!(t.pieces.first(), Some(Piece::Literal(_))) {
+        let extra = out.len() - out.trim_start_matches(['/', '\\']).len();
+        if extra > 1 || out.starts_with('\\') {
+            out.replace_range(..extra, "/");
         }
     }
     out
@@ -148,4 +164,67 @@ pub struct Rule {
     pub cache: Option<CachePolicy>,
     /// Overrides the virtual server's `https_redirect` for the requests this rule takes.
     pub https_redirect: Option<bool>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn render(to: &str, target: &str, clean: &str, secure: bool) -> String {
+        let (path, query) = RequestHead::split_target(target);
+        let req = RequestHead {
+            target,
+            path,
+            query,
+            host: Some(b"Example.com:8443"),
+            secure,
+            ..Default::default()
+        };
+        render_location(&Template::parse(to, 0).unwrap(), &req, clean, None)
+    }
+
+    #[test]
+    fn a_redirect_names_the_scheme_the_request_came_by() {
+        let to = "$scheme://$host/new";
+        assert_eq!(render(to, "/old", "/old", false), "http://example.com/new");
+        assert_eq!(render(to, "/old", "/old", true), "https://example.com/new");
+    }
+
+    #[test]
+    fn uri_is_the_cleaned_path_encoded_and_request_uri_the_path_and_query_received() {
+        assert_eq!(
+            render("$uri/", "/a/./b%20c?x=1", "/a/b c", false),
+            "/a/b%20c/"
+        );
+        assert_eq!(
+            render(
+                "https://$host$request_uri",
+                "http://other/a?x=1",
+                "/a",
+                false
+            ),
+            "https://example.com/a?x=1",
+            "an absolute-form target's authority is not part of $request_uri"
+        );
+    }
+
+    #[test]
+    fn a_target_starting_with_the_path_cannot_leave_the_site() {
+        // `GET //blog.evil.example` matches `prefix: /blog` once cleaned.
+        for (target, clean) in [
+            ("//blog.evil.example", "/blog.evil.example"),
+            ("//evil/../blog", "/blog"),
+        ] {
+            let to = render("$request_uri/", target, clean, false);
+            assert!(!to.starts_with("//"), "{target} -> {to}");
+            let to = render("$uri/", target, clean, false);
+            assert!(!to.starts_with("//"), "{target} -> {to}");
+        }
+        assert_eq!(render("$request_uri", "/\\evil", "/", false), "/evil");
+        // A template that names its own scheme-relative target keeps it.
+        assert_eq!(
+            render("//cdn.example.com$uri", "/x", "/x", false),
+            "//cdn.example.com/x"
+        );
+    }
 }

@@ -97,7 +97,7 @@ pub struct HeaderMatch {
 pub enum Action {
     /// Serve files from the virtual server's root.
     Static {},
-    /// Redirect. `to` may use `$1`..`$9` (regex captures), `$host` (the request's host name, lower-cased, without the port), `$scheme`, `$request_uri` (path and query), `$uri` (path) and `$args` (query).
+    /// Redirect. `to` may use `$1`..`$9` (regex captures), `$host` (the request's host name, lower-cased, without the port), `$scheme` (`https` over TLS, else `http`), `$request_uri` (path and query as received), `$uri` (the cleaned path the rules matched, percent-encoded) and `$args` (query). A target that starts with a variable keeps to this site: a leading `//` it renders becomes `/`.
     Redirect {
         /// The Location template.
         to: String,
