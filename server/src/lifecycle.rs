@@ -120,6 +120,15 @@ pub fn serve(
             break;
         }
     }
+    // Without a config file there is nothing to reload, but SIGHUP (sent from habit, to
+    // pick up certificates) must not end the server as its default action would.
+    let hup_without_config = match file {
+        None => {
+            let _guard = control.enter();
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok()
+        }
+        Some(_) => None,
+    };
     let reload_triggers = file.map(|f| {
         let _guard = control.enter();
         (reload::Triggers::register(&f), f)
@@ -178,6 +187,13 @@ pub fn serve(
         }
         if let Some(tls) = tls {
             tokio::spawn(crate::tls::watch::watch(tls));
+        }
+        if let Some(mut hup) = hup_without_config {
+            tokio::spawn(async move {
+                while hup.recv().await.is_some() {
+                    tracing::warn!("SIGHUP: no configuration file to reload (`skiff run --config` reloads one); still serving");
+                }
+            });
         }
         if let Some((triggers, file)) = reload_triggers {
             tokio::spawn(reload::watch(

@@ -88,16 +88,18 @@ pub enum Outcome {
     RestartRequired(&'static str),
 }
 
-/// One reload attempt.
+/// One reload attempt. An unchanged config text is not rebuilt unless `forced` (SIGHUP):
+/// what it names (htpasswd files, roots swapped by rename) may have changed.
 pub fn reload_once(
     shared: &Shared,
     file: &ConfigFile,
     startup: &Config,
     overrides: &ServeOverrides,
+    forced: bool,
 ) -> Outcome {
     let outcome = match file.read() {
         Err(e) => Outcome::Failed(e),
-        Ok((_, hash)) if hash == shared.app.load().hash => Outcome::Unchanged,
+        Ok((_, hash)) if hash == shared.app.load().hash && !forced => Outcome::Unchanged,
         Ok((cfg, hash)) => match restart_fields_changed(startup, &cfg) {
             Some(field) => Outcome::RestartRequired(field),
             None => match App::build(
@@ -239,10 +241,11 @@ pub async fn watch(
     // A change between the first read and the watcher's registration is caught here.
     let mut pending = true;
     loop {
+        let mut forced = false;
         if !pending {
             tokio::select! {
                 Some(()) = triggers.events.recv() => {}
-                Some(()) = async { match triggers.hup.as_mut() { Some(h) => h.recv().await, None => std::future::pending().await } } => {}
+                Some(()) = async { match triggers.hup.as_mut() { Some(h) => h.recv().await, None => std::future::pending().await } } => forced = true,
             }
         }
         pending = false;
@@ -256,9 +259,10 @@ pub async fn watch(
             overrides.clone(),
         );
         // Building opens roots and reads files: keep it off the control loop's thread.
-        let _ =
-            tokio::task::spawn_blocking(move || reload_once(&shared, &file, &startup, &overrides))
-                .await;
+        let _ = tokio::task::spawn_blocking(move || {
+            reload_once(&shared, &file, &startup, &overrides, forced)
+        })
+        .await;
     }
 }
 

@@ -212,3 +212,32 @@ fn a_verified_request_takes_one_rate_limit_token() {
     let resp = raw_exchange(srv.addr, &get("/limited/", "alice:s3cret"));
     assert_eq!(status(&resp), 429, "{resp}");
 }
+
+#[test]
+fn sighup_reads_a_rewritten_htpasswd_even_when_the_config_is_unchanged() {
+    // A leaked password is taken out of the file, then SIGHUP: the remembered credentials
+    // go with the old generation, and the config's text alone says nothing changed.
+    let (dir, srv) = start(&alice());
+    assert_eq!(
+        status(&raw_exchange(srv.addr, &get("/admin/", "alice:s3cret"))),
+        200
+    );
+    std::fs::write(
+        dir.path().join("htpasswd"),
+        format!("bob:{}\n", bcrypt::hash("other", 4).unwrap()),
+    )
+    .unwrap();
+    srv.signal("HUP");
+    let end = Instant::now() + Duration::from_secs(10);
+    while status(&raw_exchange(srv.addr, &get("/admin/", "alice:s3cret"))) != 401 {
+        assert!(
+            Instant::now() < end,
+            "alice's removed password still works after SIGHUP"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        status(&raw_exchange(srv.addr, &get("/admin/", "bob:other"))),
+        200
+    );
+}

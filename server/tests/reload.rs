@@ -195,3 +195,21 @@ fn reloads_under_load_drop_nothing() {
     assert!(out.status.success(), "reload under load failed: {text}");
     assert!(text.contains("errors=0 non2xx=0"), "{text}");
 }
+
+#[test]
+fn sighup_to_skiff_serve_is_not_a_stop() {
+    // No config file to reload: the default action of SIGHUP would end the server.
+    let site = sample_site();
+    let mut srv = Server::start(site.path(), &[]);
+    srv.signal("HUP");
+    wait_for("the SIGHUP warning", || {
+        srv.stderr_text()
+            .contains("SIGHUP: no configuration file to reload")
+    });
+    assert_eq!(srv.wait_exit(Duration::from_millis(300)), None, "it exited");
+    assert!(raw_exchange(
+        srv.addr,
+        "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .starts_with("HTTP/1.1 200"));
+}
