@@ -318,6 +318,39 @@ fn a_mismatched_pair_keeps_the_working_certificate() {
     assert!(conn.peer_der() == d.der);
 }
 
+#[test]
+fn a_config_reload_keeps_the_working_certificate_over_a_bad_one_on_disk() {
+    // The certificate watcher refuses an expired certificate and a mismatched pair; a
+    // config reload for an unrelated change reads the pairs again, and must neither
+    // install them nor fail because of them.
+    let pki = Pki::new();
+    let dir = site();
+    let good = pki.leaf(&["site.test"]);
+    let (mut volume, srv) = secret_setup(dir.path(), &good);
+    let addr = srv.tls_addr.unwrap();
+    let config = dir.path().join("skiff.yaml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    let expired = pki.expired_leaf(&["site.test"]);
+    let (c, d) = (pki.leaf(&["site.test"]), pki.leaf(&["site.test"]));
+    let reloads = r#"skiff_config_reloads_total{result="success"}"#;
+    for (n, (cert, key)) in [(&expired.cert, &expired.key), (&c.cert, &d.key)]
+        .into_iter()
+        .enumerate()
+    {
+        volume.update(cert, key);
+        std::fs::write(&config, format!("{text}# change {n}\n")).unwrap();
+        wait_for("the config reload", || {
+            srv.metric(reloads) == Some(n as f64 + 1.0)
+        });
+        let mut conn = Conn::open(&pki, addr, "site.test");
+        assert_eq!(conn.get("site.test", "/").0, 200);
+        assert!(
+            conn.peer_der() == good.der,
+            "change {n}: the config reload installed the bad pair"
+        );
+    }
+}
+
 /// HSTS on HTTPS only; plain HTTP redirected (308, the URL kept) except where a rule
 /// keeps it plain; backends told the scheme.
 #[test]

@@ -129,23 +129,52 @@ impl Tls {
     }
 
     /// Loads a new configuration's certificates (a reload): an error keeps the old
-    /// configuration serving. Pairs already live and unchanged are not read again.
+    /// configuration serving. Every pair is read again; one already serving is kept,
+    /// as [`Tls::refresh`] would keep it, when its files now fail to load (caught
+    /// mid-rotation) or hold a certificate outside its validity while the serving one
+    /// is not. Only a new pair that fails to load fails the reload.
     pub fn prepare(&self, wanted: Wanted) -> Result<Prepared, String> {
         let now = pair::unix_now();
+        let live = self.live.lock().unwrap_or_else(|e| e.into_inner());
         let mut loaded = HashMap::new();
         for files in wanted.pair_files() {
             if loaded.contains_key(files) {
                 continue;
             }
-            let pair = pair::load(files, &self.provider)?;
-            if !pair.valid_at(now) {
-                // Nothing better exists for it: served, loudly (a browser will refuse it).
+            let fresh = pair::load(files, &self.provider);
+            let kept = |why: &str| {
                 tracing::error!(
                     cert = %files.cert.display(),
-                    not_after = pair.not_after,
-                    "certificate outside its validity period; serving it until it is replaced"
+                    "certificate not reloaded, the previous one keeps serving: {why}"
                 );
-            }
+                self.metrics
+                    .tls_certificate_reloads
+                    .get_or_create(&crate::metrics::ResultLabels { result: "failure" })
+                    .inc();
+            };
+            let pair = match (fresh, live.loaded.get(files)) {
+                (Err(e), Some(old)) => {
+                    kept(&e);
+                    old.clone()
+                }
+                (Ok(p), Some(old)) if !p.valid_at(now) && old.valid_at(now) => {
+                    kept("the new certificate is outside its validity period");
+                    old.clone()
+                }
+                (Err(e), None) => return Err(e),
+                (Ok(p), _) => {
+                    if !p.valid_at(now) {
+                        // Nothing better exists for it: served, loudly (a browser will
+                        // refuse it).
+                        tracing::error!(
+                            cert = %files.cert.display(),
+                            not_after = p.not_after,
+                            "certificate outside its validity period; serving it until it is replaced"
+                        );
+                    }
+                    p
+                }
+            };
             loaded.insert(files.clone(), pair);
         }
         if wanted.entries.is_empty() {

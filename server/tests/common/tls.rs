@@ -49,6 +49,21 @@ impl Pki {
         }
     }
 
+    /// A leaf for `names` whose validity ended in 2001.
+    pub fn expired_leaf(&self, names: &[&str]) -> Leaf {
+        let names: Vec<String> = names.iter().map(|s| s.to_string()).collect();
+        let mut params = rcgen::CertificateParams::new(names).unwrap();
+        params.not_before = rcgen::date_time_ymd(2000, 1, 1);
+        params.not_after = rcgen::date_time_ymd(2001, 1, 1);
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = params.signed_by(&key, &self.ca).unwrap();
+        Leaf {
+            cert: cert.pem(),
+            key: key.serialize_pem(),
+            der: cert.der().to_vec(),
+        }
+    }
+
     pub fn ca_pem(&self) -> String {
         self.ca.pem()
     }
