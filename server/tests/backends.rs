@@ -362,6 +362,12 @@ fn fake_endpoint(what: &'static str) -> u16 {
                 let _ = s.read(&mut buf);
                 match what {
                     "hang" => std::thread::sleep(Duration::from_secs(30)),
+                    "stall" => {
+                        let _ = s.write_all(
+                            b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\nthe first bytes",
+                        );
+                        std::thread::sleep(Duration::from_secs(30));
+                    }
                     _ => {
                         let _ = s.write_all(b"\x00\x01 this is not FastCGI at all\r\n\r\n");
                     }
@@ -409,6 +415,104 @@ fn failures_give_502_504_and_failover() {
         srv.metric("skiff_upstream_failures_total{pool=\"hang\",reason=\"timeout\"}")
             .unwrap()
             >= 1.0
+    );
+}
+
+/// A listener whose accept queue is full and never drained: a connect to it waits for
+/// ever (its SYN is dropped), as to a node that went away. Returns the port and what
+/// must stay alive.
+fn unanswered_endpoint() -> (u16, Vec<std::os::fd::OwnedFd>) {
+    use rustix::net::{AddressFamily, SocketType};
+    let fd = rustix::net::socket(AddressFamily::INET, SocketType::STREAM, None).unwrap();
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    rustix::net::bind(&fd, &addr).unwrap();
+    rustix::net::listen(&fd, 0).unwrap();
+    let mut held = vec![fd];
+    // Fill the queue: these complete the handshake and are never accepted.
+    for _ in 0..4 {
+        let c = rustix::net::socket_with(
+            AddressFamily::INET,
+            SocketType::STREAM,
+            rustix::net::SocketFlags::NONBLOCK,
+            None,
+        )
+        .unwrap();
+        let _ = rustix::net::connect(&c, &addr);
+        held.push(c);
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    (addr.port(), held)
+}
+
+#[test]
+fn http_pools_bound_connects_and_a_body_the_backend_stops_sending() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_good, good) = echo_server(dir.path(), "good");
+    let stall = fake_endpoint("stall");
+    let (unanswered, _held) = unanswered_endpoint();
+    let config = write_config(
+        dir.path(),
+        &format!(
+            "virtual_servers:\n  - name: f\n    default: true\n    root: .\n    rules:\n      - match: {{ prefix: /stall }}\n        action: {{ proxy: {{ pool: stall }} }}\n      - match: {{ prefix: /failover }}\n        action: {{ proxy: {{ pool: mixed }} }}\npools:\n  - {{ name: stall, protocol: http, endpoints: [\"127.0.0.1:{stall}\"], read_timeout: 1s }}\n  - {{ name: mixed, protocol: http, balance: round_robin, endpoints: [\"127.0.0.1:{unanswered}\", \"127.0.0.1:{good}\"], connect_timeout: 500ms, read_timeout: 10s }}\n"
+        ),
+    );
+    let srv = Server::run_config(&config);
+    // The first bytes, then silence: the connection ends (no whole body) after about the
+    // read timeout, not when the backend gives up 30 s later.
+    let mut s = std::net::TcpStream::connect(srv.addr).unwrap();
+    s.write_all(b"GET /stall HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let t = Instant::now();
+    let got = read_until_closed(&mut s, Duration::from_secs(10))
+        .expect("the connection was still open 10 s after the backend went silent");
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    let text = String::from_utf8_lossy(&got);
+    // Reframed as chunks; cut off without the last chunk, so not taken for whole.
+    assert!(
+        text.starts_with("HTTP/1.1 200")
+            && text.contains("the first bytes")
+            && !text.ends_with("0\r\n\r\n"),
+        "{text}"
+    );
+    // A connect that is never answered gives way to the other endpoint after the
+    // connect timeout, not the read timeout.
+    for _ in 0..4 {
+        let t = Instant::now();
+        let (st, _, body) = curl_i(&[&srv.url("/failover")]);
+        assert_eq!(st, 200, "{}", String::from_utf8_lossy(&body));
+        assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+    }
+}
+
+#[test]
+fn an_upload_slower_than_the_read_timeout_reaches_the_backend() {
+    // 300 kB over about 5 s to a pool whose read timeout is 2 s: the read timeout runs
+    // from the upload's end, not from the request's start.
+    let dir = tempfile::tempdir().unwrap();
+    let (_echo, port) = echo_server(dir.path(), "echo");
+    let config = write_config(
+        dir.path(),
+        &format!(
+            "virtual_servers:\n  - name: f\n    default: true\n    root: .\n    rules:\n      - action: {{ proxy: {{ pool: api }} }}\npools:\n  - {{ name: api, protocol: http, endpoints: [\"127.0.0.1:{port}\"], read_timeout: 2s }}\n"
+        ),
+    );
+    let srv = Server::run_config(&config);
+    let mut s = std::net::TcpStream::connect(srv.addr).unwrap();
+    s.write_all(
+        b"POST /up HTTP/1.1\r\nHost: x\r\nContent-Length: 300000\r\nConnection: close\r\n\r\n",
+    )
+    .unwrap();
+    for _ in 0..10 {
+        s.write_all(&[b'u'; 30000]).unwrap();
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let got = read_until_closed(&mut s, Duration::from_secs(10)).expect("an answer");
+    let text = String::from_utf8_lossy(&got);
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(text.contains("body-len=300000"), "{text}");
+    assert_eq!(
+        srv.metric("skiff_upstream_failures_total{pool=\"api\",reason=\"timeout\"}"),
+        Some(0.0)
     );
 }
 

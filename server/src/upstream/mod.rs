@@ -22,6 +22,7 @@ mod response;
 mod route;
 mod serve;
 mod upgrade;
+mod upload;
 
 pub use cgi::bodiless_cgi_env;
 pub use client_body::{BodyDeadline, ClientBodyError};

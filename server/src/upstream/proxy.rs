@@ -2,11 +2,13 @@
 //! X-Forwarded-* added, connect failover for requests that can be retried, and upgrades
 //! (WebSocket) handed to `upgrade`.
 
+use super::body::IdleBody;
 use super::failover::Failover;
 use super::failure::Failure;
 use super::pool::{Pool, Slot};
 use super::request::ClientBody;
 use super::upgrade::{splice, upgrade_token};
+use super::upload::{Upload, Watched};
 use crate::http::BoxedBody;
 use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
 use http_body::Body as _;
@@ -104,15 +106,23 @@ type HttpClient = hyper_util::client::legacy::Client<
     BoxedBody,
 >;
 
-fn client() -> &'static HttpClient {
-    static CLIENT: std::sync::OnceLock<HttpClient> = std::sync::OnceLock::new();
-    CLIENT.get_or_init(|| {
-        let mut connector = hyper_util::client::legacy::connect::HttpConnector::new();
-        connector.set_nodelay(true);
-        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-            .pool_max_idle_per_host(64)
-            .build(connector)
-    })
+/// The client for a pool's `connect_timeout`: one per timeout in use (a config has few),
+/// so pools alike share their idle connections, as before, and each bounds its connects.
+fn client(connect_timeout: std::time::Duration) -> HttpClient {
+    static CLIENTS: std::sync::Mutex<Vec<(std::time::Duration, HttpClient)>> =
+        std::sync::Mutex::new(Vec::new());
+    let mut clients = CLIENTS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, c)) = clients.iter().find(|(t, _)| *t == connect_timeout) {
+        return c.clone();
+    }
+    let mut connector = hyper_util::client::legacy::connect::HttpConnector::new();
+    connector.set_nodelay(true);
+    connector.set_connect_timeout(Some(connect_timeout));
+    let c = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .pool_max_idle_per_host(64)
+        .build(connector);
+    clients.push((connect_timeout, c.clone()));
+    c
 }
 
 /// What a proxy rule says about the request it forwards.
@@ -174,15 +184,23 @@ pub(super) async fn forward(
                 endpoint.clone(),
             )
         })?;
+        let inner = match body.take() {
+            Some(b) => b,
+            None => http_body_util::Empty::new()
+                .map_err(|never| match never {})
+                .boxed(),
+        };
+        let upload = Upload::new(pool.connect_timeout, inner.is_end_stream());
         let mut req = Request::builder()
             .method(parts.method.clone())
             .uri(uri)
-            .body(match body.take() {
-                Some(b) => b,
-                None => http_body_util::Empty::new()
-                    .map_err(|never| match never {})
-                    .boxed(),
-            })
+            .body(
+                Watched {
+                    inner,
+                    upload: upload.clone(),
+                }
+                .boxed(),
+            )
             .expect("a valid request");
         let headers = req.headers_mut();
         *headers = parts.headers.clone();
@@ -195,9 +213,21 @@ pub(super) async fn forward(
             headers.insert(http::header::UPGRADE, proto.clone());
         }
         forwarding_headers(headers, &parts, peer, &to, pool.underscores_in_headers);
-        match tokio::time::timeout(pool.read_timeout, client().request(req)).await {
-            Err(_) => {
+        let client = client(pool.connect_timeout);
+        let answer = tokio::select! {
+            answer = client.request(req) => Ok(answer),
+            () = upload.timed_out(pool.send_timeout, pool.read_timeout) => Err(()),
+        };
+        match answer {
+            Err(()) => {
                 pool.report_failure_at(i, dialed);
+                if !upload.ended() {
+                    tracing::warn!(
+                        pool = pool.name,
+                        endpoint = endpoint.as_str(),
+                        "the backend stopped taking the request body"
+                    );
+                }
                 return Err((Failure::Timeout, endpoint));
             }
             Ok(Err(e)) if e.is_connect() => {
@@ -239,10 +269,11 @@ pub(super) async fn forward(
                 }
                 let (mut head, incoming) = resp.into_parts();
                 strip_hop_by_hop(&mut head.headers);
-                return Ok(Response::from_parts(
-                    head,
+                let body = IdleBody::new(
                     incoming.map_err(io::Error::other).boxed(),
-                ));
+                    pool.read_timeout,
+                );
+                return Ok(Response::from_parts(head, body.boxed()));
             }
         }
     }

@@ -29,11 +29,11 @@ pub struct Pool {
     #[serde(default = "default_connect_timeout", with = "humantime_serde")]
     #[schemars(with = "String")]
     pub connect_timeout: Duration,
-    /// Time to wait for the response head, and between body reads.
+    /// Time to wait for the response head once the request (and its body) has been sent, and between body reads.
     #[serde(default = "default_read_timeout", with = "humantime_serde")]
     #[schemars(with = "String")]
     pub read_timeout: Duration,
-    /// Time allowed to send the request to the backend.
+    /// Time a backend may go without taking any of the request (each write; on HTTP pools, each pause in taking an upload). A slow client's upload is bounded by `limits.body_timeout`, not by this.
     #[serde(default = "default_read_timeout", with = "humantime_serde")]
     #[schemars(with = "String")]
     pub send_timeout: Duration,
