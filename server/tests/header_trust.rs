@@ -314,3 +314,29 @@ fn a_php_path_through_an_upload_is_404_and_php_is_not_asked() {
     let (status, _, body) = curl_i(&[&srv.url("/real.php/b.php/c")]);
     assert_eq!((status, &body[..]), (200, &b"/b.php/c"[..]));
 }
+
+#[test]
+fn an_upper_case_php_path_through_an_upload_is_404_too() {
+    // `extensions: [php]` matches `.PHP` as well; the split and the script check must
+    // see it as the same name, or php-fpm is asked to run `/uploads/x.jpg/a.PHP`.
+    let site = php_site();
+    std::fs::create_dir_all(site.path().join("uploads")).unwrap();
+    std::fs::write(site.path().join("uploads/x.jpg"), "<?php echo 'pwned';").unwrap();
+    let port = free_port();
+    let _fpm = php_fpm(site.path(), &format!("127.0.0.1:{port}"));
+    let config = write_config(
+        site.path(),
+        &format!(
+            "virtual_servers:\n  - name: php\n    default: true\n    root: {root}\n    rules:\n      - match: {{ extensions: [php] }}\n        action: {{ fastcgi: {{ pool: php }} }}\npools:\n  - {{ name: php, protocol: fastcgi, endpoints: [\"127.0.0.1:{port}\"], read_timeout: 5s }}\n",
+            root = site.path().display()
+        ),
+    );
+    let srv = Server::run_config(&config);
+    let asked = "skiff_upstream_requests_total{pool=\"php\",code=\"200\"}";
+    for target in ["/uploads/x.jpg/a.PHP", "/uploads/x.jpg/a.Php"] {
+        let (status, _, body) = curl_i(&[&srv.url(target)]);
+        assert_eq!(status, 404, "{target}: {}", String::from_utf8_lossy(&body));
+        assert!(!String::from_utf8_lossy(&body).contains("pwned"));
+    }
+    assert_eq!(srv.metric(asked).unwrap_or(0.0), 0.0, "php-fpm was asked");
+}

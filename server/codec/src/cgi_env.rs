@@ -282,6 +282,13 @@ fn push_ip(out: &mut Vec<u8>, ip: std::net::IpAddr) {
 }
 
 /// Splits a path into SCRIPT_NAME and PATH_INFO.
+/// Whether a path (component) ends in `.php`, in any case: rules match extensions
+/// without regard to case, so `/x.jpg/a.PHP` reaches the pool like `a.php` does.
+pub fn names_php(path: impl AsRef<[u8]>) -> bool {
+    let p = path.as_ref();
+    p.len() >= 4 && p[p.len() - 4..].eq_ignore_ascii_case(b".php")
+}
+
 pub fn split_script<'a>(path: &'a str, php_split: bool, index: Option<&str>) -> (String, &'a str) {
     if !php_split {
         return (String::new(), path);
@@ -293,7 +300,7 @@ pub fn split_script<'a>(path: &'a str, php_split: bool, index: Option<&str>) -> 
         let end = path[start + 1..]
             .find('/')
             .map_or(path.len(), |i| start + 1 + i);
-        if path[start..end].ends_with(".php") {
+        if names_php(&path[start..end]) {
             return (path[..end].to_owned(), &path[end..]);
         }
         start = end;

@@ -32,6 +32,11 @@ pub(super) const GATHER_WINDOW: std::time::Duration = std::time::Duration::from_
 
 pub(super) const GATHER_BYTES: usize = 64 * 1024;
 
+/// What has already arrived is taken up to this much (a response that came whole goes out
+/// whole): a fast backend streaming a large body must not be read into memory before
+/// streaming starts.
+pub(super) const GATHER_ARRIVED_BYTES: usize = 1024 * 1024;
+
 /// Reads more of a response being gathered: what has arrived, else a wait within the
 /// gathering window. `None` once the window is over or `held` bytes are enough.
 pub(super) async fn read_more(
@@ -40,6 +45,9 @@ pub(super) async fn read_more(
     held: usize,
     deadline: &mut Option<tokio::time::Instant>,
 ) -> Option<io::Result<usize>> {
+    if held >= GATHER_ARRIVED_BYTES {
+        return None;
+    }
     if let Some(r) = read_ready(conn, buf) {
         return Some(r);
     }
@@ -69,5 +77,25 @@ pub(super) fn read_ready<R: tokio::io::AsyncRead + Unpin>(
     match read.as_mut().poll(&mut cx) {
         Poll::Ready(r) => Some(r),
         Poll::Pending => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncWriteExt;
+
+    #[tokio::test]
+    async fn what_has_arrived_is_taken_only_up_to_the_bound() {
+        let (a, mut b) = tokio::net::UnixStream::pair().unwrap();
+        let mut conn = Conn::Unix(a);
+        b.write_all(&[1u8; 8192]).await.unwrap();
+        let mut buf = BytesMut::new();
+        let mut deadline = None;
+        let n = read_more(&mut conn, &mut buf, 0, &mut deadline).await;
+        assert!(matches!(n, Some(Ok(n)) if n > 0), "what arrived is read");
+        b.write_all(&[1u8; 8192]).await.unwrap();
+        let n = read_more(&mut conn, &mut buf, GATHER_ARRIVED_BYTES, &mut deadline).await;
+        assert!(n.is_none(), "read past the bound: {n:?}");
     }
 }

@@ -85,7 +85,7 @@ fn missing_script(route: &BackendRoute, env: &Env) -> Option<String> {
         }
     }
     // Only where a script was named: other paths may be a front controller's to route.
-    if !env.get("SCRIPT_NAME")?.ends_with(b".php") {
+    if !skiff_codec::cgi_env::names_php(env.get("SCRIPT_NAME")?) {
         return None;
     }
     let script = std::str::from_utf8(env.get("SCRIPT_FILENAME")?).ok()?;
