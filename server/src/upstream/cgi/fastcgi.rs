@@ -183,11 +183,46 @@ fn drain_events(
     Ok(ended)
 }
 
-/// A backend's stderr record, to the error log with the pool's name.
+/// A backend's stderr record, to the error log with the pool's name: one line of at most
+/// [`STDERR_LOGGED`] bytes, control characters escaped, so that a script's output (a PHP
+/// notice quoting a request) cannot forge log lines or flood the log.
 fn log_stderr(pool: &str, b: &[u8]) {
-    tracing::warn!(
-        pool,
-        "backend stderr: {}",
-        String::from_utf8_lossy(b).trim_end()
-    );
+    tracing::warn!(pool, "backend stderr: {}", stderr_line(b));
+}
+
+/// nginx's bound on a backend's stderr line (about 2 KiB).
+const STDERR_LOGGED: usize = 2048;
+
+fn stderr_line(b: &[u8]) -> String {
+    let text = String::from_utf8_lossy(&b[..b.len().min(STDERR_LOGGED)]);
+    let mut line = String::with_capacity(text.len());
+    for c in text.trim_end().chars() {
+        if c.is_control() {
+            line.extend(c.escape_default());
+        } else {
+            line.push(c);
+        }
+    }
+    if b.len() > STDERR_LOGGED {
+        line.push_str(&format!(" [{} more bytes]", b.len() - STDERR_LOGGED));
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stderr_record_is_one_bounded_line() {
+        assert_eq!(
+            stderr_line(b"PHP Notice: x\n[error] forged line\r\n"),
+            "PHP Notice: x\\n[error] forged line"
+        );
+        let long = stderr_line(&[b'a'; 5000]);
+        assert!(
+            long.starts_with(&"a".repeat(2048)) && long.ends_with(" [2952 more bytes]"),
+            "{long}"
+        );
+    }
 }
