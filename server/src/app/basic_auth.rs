@@ -47,6 +47,9 @@ pub enum Decision {
     Deny,
     /// The credentials need a bcrypt: await `Verification::run`, then route again.
     Verify(Verification),
+    /// The verification pool was full: 503 with Retry-After, not a 401 that would make
+    /// a browser ask again for a password that may be right.
+    Busy,
 }
 
 /// One bcrypt to run off the serving thread. Owns what it needs, so it can move there.
@@ -65,8 +68,21 @@ pub struct Verification {
 #[derive(Clone, Copy, Debug)]
 pub struct Verdict {
     key: u128,
-    ok: bool,
+    outcome: Outcome,
 }
+
+/// What a verification found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Outcome {
+    Permit,
+    Deny,
+    /// Not checked: the queue was full or the wait too long.
+    Busy,
+}
+
+/// The highest bcrypt cost accepted: each check at cost 14 holds a CPU for about a
+/// second, and every guess at an unknown user pays the file's highest cost.
+const MAX_COST: u32 = 14;
 
 impl BasicAuth {
     /// Parses an htpasswd file. Only well-formed bcrypt (`$2a$`, `$2b$`, `$2y$`) entries are
@@ -96,6 +112,12 @@ impl BasicAuth {
                     n + 1
                 )
             })?;
+            if cost > MAX_COST {
+                return Err(format!(
+                    "line {}: the bcrypt cost of {user:?} is {cost}, above {MAX_COST}: each check would hold a CPU for seconds; create it with `htpasswd -B -C 12`",
+                    n + 1
+                ));
+            }
             max_cost = max_cost.max(cost);
             users.insert(user.to_owned(), Arc::from(hash));
         }
@@ -122,10 +144,10 @@ impl BasicAuth {
         };
         let key = self.digest(value);
         if let Some(v) = verdict.filter(|v| v.key == key) {
-            return if v.ok {
-                Decision::Permit
-            } else {
-                Decision::Deny
+            return match v.outcome {
+                Outcome::Permit => Decision::Permit,
+                Outcome::Deny => Decision::Deny,
+                Outcome::Busy => Decision::Busy,
             };
         }
         if self.verified.get(&key).is_some() {
@@ -268,7 +290,7 @@ impl Verification {
     pub async fn run(self, metrics: &Metrics) -> Verdict {
         let refused = Verdict {
             key: self.key,
-            ok: false,
+            outcome: Outcome::Busy,
         };
         // A flood queues here, but not without end: past the bound, or after waiting
         // `MAX_WAIT`, the request is refused without a bcrypt, so queued checks cannot
@@ -299,7 +321,11 @@ impl Verification {
         .await;
         Verdict {
             key,
-            ok: matches!(checked, Ok(Checked::Success)),
+            outcome: if matches!(checked, Ok(Checked::Success)) {
+                Outcome::Permit
+            } else {
+                Outcome::Deny
+            },
         }
     }
 
@@ -362,6 +388,7 @@ mod tests {
             Decision::Verify(v) => v,
             Decision::Permit => panic!("permitted without a verification"),
             Decision::Deny => panic!("denied without a verification"),
+            Decision::Busy => panic!("busy without a verification"),
         }
     }
 
@@ -375,6 +402,13 @@ mod tests {
         let good = bcrypt::hash("pw", 4).unwrap();
         assert!(err(&format!("bob:{}", good.replacen("$04$", "$99$", 1))).contains("malformed"));
         assert!(BasicAuth::from_htpasswd(&format!("bob:{good}\n"), "r").is_ok());
+        // Well formed, but each check (and each guess at an unknown user) would take
+        // seconds: the hash is rewritten with cost 15 without hashing at that cost.
+        let costly = format!("# admins\nbob:{}\n", good.replacen("$04$", "$15$", 1));
+        assert_eq!(
+            err(&costly),
+            "line 2: the bcrypt cost of \"bob\" is 15, above 14: each check would hold a CPU for seconds; create it with `htpasswd -B -C 12`"
+        );
     }
 
     #[test]
@@ -430,7 +464,7 @@ mod tests {
         let v = verification(decide(&a, Some(&wrong), None));
         let verdict = Verdict {
             key: v.key,
-            ok: false,
+            outcome: Outcome::Deny,
         };
         assert!(matches!(
             decide(&a, Some(&wrong), Some(&verdict)),
@@ -440,11 +474,20 @@ mod tests {
         verification(decide(&a, Some(&basic("alice:other")), Some(&verdict)));
         let pass = Verdict {
             key: v.key,
-            ok: true,
+            outcome: Outcome::Permit,
         };
         assert!(matches!(
             decide(&a, Some(&wrong), Some(&pass)),
             Decision::Permit
+        ));
+        // Not checked for want of room: busy, not a wrong password.
+        let busy = Verdict {
+            key: v.key,
+            outcome: Outcome::Busy,
+        };
+        assert!(matches!(
+            decide(&a, Some(&wrong), Some(&busy)),
+            Decision::Busy
         ));
         // A verdict is for one request: it does not fill the cache.
         verification(decide(&a, Some(&wrong), None));
@@ -461,11 +504,11 @@ mod tests {
                 .get()
         };
         let right = verification(decide(&a, Some(&basic("alice:s3cret")), None));
-        assert!(right.run(&metrics).await.ok);
+        assert_eq!(right.run(&metrics).await.outcome, Outcome::Permit);
         let wrong = verification(decide(&a, Some(&basic("alice:nope")), None));
-        assert!(!wrong.run(&metrics).await.ok);
+        assert_eq!(wrong.run(&metrics).await.outcome, Outcome::Deny);
         let unknown = verification(decide(&a, Some(&basic("eve:s3cret")), None));
-        assert!(!unknown.run(&metrics).await.ok);
+        assert_eq!(unknown.run(&metrics).await.outcome, Outcome::Deny);
         assert_eq!(
             (
                 count("success"),

@@ -384,6 +384,12 @@ impl App {
                     )
                 }
                 basic_auth::Decision::Verify(v) => return Applied::Verify(v),
+                basic_auth::Decision::Busy => {
+                    return Applied::Reply(
+                        Reply::error(StatusCode::SERVICE_UNAVAILABLE)
+                            .header(http::header::RETRY_AFTER, HeaderValue::from_static("1")),
+                    )
+                }
             }
         }
         let mut reply = match &rule.action {
