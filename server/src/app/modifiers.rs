@@ -99,12 +99,22 @@ impl RateLimiter {
         let ip = bucket_key(ip);
         let now = Instant::now();
         let mut buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
-        if buckets.len() >= MAX_TRACKED_CLIENTS {
+        if buckets.len() >= MAX_TRACKED_CLIENTS && !buckets.contains_key(&ip) {
             // Full buckets carry no state worth keeping.
             let (rate, burst) = (self.rate, self.burst);
             buckets.retain(|_, (tokens, at)| {
                 *tokens + now.duration_since(*at).as_secs_f64() * rate < burst
             });
+            if buckets.len() >= MAX_TRACKED_CLIENTS / 10 * 9 {
+                // Still nearly full (a slow rate, many clients): half are forgotten, and
+                // start again with a full bucket like a client never seen. Each pass then
+                // buys a tenth of the map's inserts, so no request scans it every time.
+                let mut keep = false;
+                buckets.retain(|_, _| {
+                    keep = !keep;
+                    keep
+                });
+            }
         }
         let (tokens, at) = buckets.entry(ip).or_insert((self.burst, now));
         *tokens = (*tokens + now.duration_since(*at).as_secs_f64() * self.rate).min(self.burst);
@@ -370,5 +380,24 @@ mod tests {
         assert!(reply(3600), "an hour");
         assert!(!reply(u64::MAX), "max-age past year 9999");
         assert!(!reply(LAST_HTTP_DATE), "max-age past year 9999");
+    }
+
+    #[test]
+    fn many_clients_at_a_slow_rate_keep_the_map_bounded() {
+        // One request a minute allowed: no bucket refills within the test, so sweeping
+        // full ones frees nothing, and the map must still stay bounded (and inserts
+        // cheap: a scan per new client would take minutes here).
+        let rl = RateLimiter::new(1.0 / 60.0, 1);
+        for i in 0..(MAX_TRACKED_CLIENTS as u32 * 3) {
+            let ip = IpAddr::V4(std::net::Ipv4Addr::from(0x0a00_0000 + i));
+            assert!(rl.check(ip).is_ok(), "a new client has its burst");
+        }
+        let tracked = rl.buckets.lock().unwrap().len();
+        assert!(tracked <= MAX_TRACKED_CLIENTS, "{tracked} clients tracked");
+        // The latest client is remembered: its second request waits.
+        let last = IpAddr::V4(std::net::Ipv4Addr::from(
+            0x0a00_0000 + MAX_TRACKED_CLIENTS as u32 * 3 - 1,
+        ));
+        assert_eq!(rl.check(last), Err(60));
     }
 }
