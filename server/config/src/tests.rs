@@ -129,6 +129,21 @@ fn modifier_mistakes() {
 }
 
 #[test]
+fn a_location_or_cors_header_that_cannot_be_sent_is_refused() {
+    let yaml = minimal(
+        "    rules:\n      - match: { prefix: /a }\n        action: { redirect: { to: \"/b\\r\\nSet-Cookie: x=1\" } }\n      - action: { static: {} }\n        cors: { allow_origins: [\"*\"], allow_headers: [\"X-Ok\", \"bad name\"], expose_headers: [\"\"] }\n",
+    );
+    assert_eq!(
+        problems(&yaml),
+        vec![
+            "line 7 column 35: virtual_servers[0].rules[0].action.redirect.to: a Location cannot hold spaces or control characters; percent-encode them",
+            "line 9 column 63: virtual_servers[0].rules[1].cors.allow_headers[1]: \"bad name\" is not a header name",
+            "line 9 column 93: virtual_servers[0].rules[1].cors.expose_headers[0]: \"\" is not a header name",
+        ]
+    );
+}
+
+#[test]
 fn values_past_what_can_be_served_are_refused() {
     let yaml = format!(
         "threads: 100000\nlimits: {{ max_connections: 100000000, header_timeout: 0s, send_timeout: 10ms }}\n{}",

@@ -72,6 +72,11 @@ pub(super) fn check_rule(
             }
             if let Err(e) = Template::parse(to, captures) {
                 c.fail(format!("{p}.action.redirect.to"), e);
+            } else if header_value_invalid(to) || to.contains(char::is_whitespace) {
+                c.fail(
+                    format!("{p}.action.redirect.to"),
+                    "a Location cannot hold spaces or control characters; percent-encode them",
+                );
             }
         }
         Action::Return {
@@ -203,6 +208,19 @@ pub(super) fn check_rule(
                     format!("{p}.cors.allow_origins[{i}]"),
                     format!("{o:?}: an origin is scheme://host[:port], or `*`"),
                 );
+            }
+        }
+        for (field, list) in [
+            ("allow_headers", &cors.allow_headers),
+            ("expose_headers", &cors.expose_headers),
+        ] {
+            for (i, name) in list.iter().enumerate() {
+                if header_name_invalid(name) {
+                    c.fail(
+                        format!("{p}.cors.{field}[{i}]"),
+                        format!("{name:?} is not a header name"),
+                    );
+                }
             }
         }
         for (i, method) in cors.allow_methods.iter().enumerate() {
