@@ -498,6 +498,7 @@ fn check(path: &std::path::Path) -> i32 {
             &RootRegistry::default(),
             &ServeOverrides::default(),
         )
+        .and_then(|_| crate::tls::Wanted::from_config(&cfg, &file.base()).check())
         .map(|_| (cfg, hash))
         .map_err(|message| ConfigError::InvalidFile {
             path: path.to_owned(),

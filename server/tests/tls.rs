@@ -473,3 +473,42 @@ fn h2_over_tls_carries_large_bodies_and_many_streams() {
         "{report}"
     );
 }
+
+#[test]
+fn skiff_check_loads_the_certificates_as_run_would() {
+    let pki = Pki::new();
+    let dir = site();
+    let (c, d) = (pki.leaf(&["site.test"]), pki.leaf(&["site.test"]));
+    let (cert, _) = write_leaf(&dir.path().join("c"), &c);
+    let (_, key) = write_leaf(&dir.path().join("d"), &d);
+    let check = |cert: &Path, key: &Path| {
+        let config = write_config(
+            dir.path(),
+            &format!(
+                "tls:\n  listen: 127.0.0.1:0\nvirtual_servers:\n  - name: site\n    hosts: [site.test]\n    default: true\n    root: {}\n    tls: {{ cert: {}, key: {} }}\n",
+                dir.path().join("www").display(),
+                cert.display(),
+                key.display()
+            ),
+        );
+        Command::new(env!("CARGO_BIN_EXE_skiff"))
+            .args(["check", "--config"])
+            .arg(config)
+            .output()
+            .unwrap()
+    };
+    let mismatched = check(&cert, &key);
+    assert_eq!(mismatched.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&mismatched.stderr);
+    assert!(
+        err.contains("the private key does not belong to the certificate"),
+        "{err}"
+    );
+    let (_, own_key) = write_leaf(&dir.path().join("c"), &c);
+    let ok = check(&cert, &own_key);
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+}

@@ -76,6 +76,16 @@ impl Wanted {
     fn pair_files(&self) -> impl Iterator<Item = &PairFiles> {
         self.entries.iter().map(|e| &e.files)
     }
+
+    /// Loads every wanted pair as starting would (`skiff check`): the first that fails
+    /// to parse, or whose key does not match, is the error.
+    pub fn check(&self) -> Result<(), String> {
+        let provider = policy::provider();
+        for files in self.pair_files() {
+            pair::load(files, &provider)?;
+        }
+        Ok(())
+    }
 }
 
 /// What serves now: the wanted certificates and their last good loads.
