@@ -774,7 +774,7 @@ fn websocket_upgrades_pass_through_the_http_proxy() {
     wait_connect(&format!("127.0.0.1:{port}"));
     let config = write_config(
         dir.path(),
-        &format!("virtual_servers:\n  - name: ws\n    default: true\n    root: .\n    rules:\n      - action: {{ proxy: {{ pool: ws }} }}\npools:\n  - {{ name: ws, protocol: http, endpoints: [\"127.0.0.1:{port}\"] }}\n"),
+        &format!("virtual_servers:\n  - name: ws\n    default: true\n    root: .\n    rules:\n      - action: {{ proxy: {{ pool: ws }} }}\npools:\n  - {{ name: ws, protocol: http, endpoints: [\"127.0.0.1:{port}\"], read_timeout: 2s }}\n"),
     );
     let srv = Server::run_config(&config);
     let mut s = std::net::TcpStream::connect(srv.addr).unwrap();
@@ -792,7 +792,11 @@ fn websocket_upgrades_pass_through_the_http_proxy() {
         head.contains("sec-websocket-accept: s3pplmbitxaq9kygzzhzrbk+xoo="),
         "{head}"
     );
-    for word in ["hello", "again"] {
+    // Frames 1.5 s apart, past the 2 s read timeout in all: bytes moving keep the tunnel.
+    for (i, word) in ["hello", "again", "third"].into_iter().enumerate() {
+        if i > 0 {
+            std::thread::sleep(Duration::from_millis(1500));
+        }
         let mask = [1u8, 2, 3, 4];
         let mut frame = vec![0x81, 0x80 | word.len() as u8];
         frame.extend_from_slice(&mask);
@@ -803,6 +807,13 @@ fn websocket_upgrades_pass_through_the_http_proxy() {
         assert_eq!(&reply[..2], &[0x81, (5 + word.len()) as u8]);
         assert_eq!(&reply[2..], format!("echo:{word}").as_bytes());
     }
+    // Silent both ways for the read timeout: closed.
+    let t = Instant::now();
+    assert!(
+        read_until_closed(&mut s, Duration::from_secs(10)).is_some(),
+        "a silent tunnel was still open after 10 s"
+    );
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
 }
 
 #[test]

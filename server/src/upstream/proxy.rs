@@ -247,7 +247,7 @@ pub(super) async fn forward(
                 if resp.status() == StatusCode::SWITCHING_PROTOCOLS {
                     if let (Some(client), Some(proto)) = (client_upgrade, upgrade) {
                         let backend = hyper::upgrade::on(&mut resp);
-                        tokio::spawn(splice(client, backend, pool.name));
+                        tokio::spawn(splice(client, backend, pool.name, pool.read_timeout));
                         let mut out = Response::new(
                             http_body_util::Empty::new()
                                 .map_err(|never| match never {})

@@ -29,7 +29,7 @@ pub struct Pool {
     #[serde(default = "default_connect_timeout", with = "humantime_serde")]
     #[schemars(with = "String")]
     pub connect_timeout: Duration,
-    /// Time to wait for the response head once the request (and its body) has been sent, and between body reads.
+    /// Time to wait for the response head once the request (and its body) has been sent, and between body reads; a WebSocket tunnel silent both ways this long is closed.
     #[serde(default = "default_read_timeout", with = "humantime_serde")]
     #[schemars(with = "String")]
     pub read_timeout: Duration,
