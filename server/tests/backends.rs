@@ -362,6 +362,7 @@ fn fake_endpoint(what: &'static str) -> u16 {
                 let _ = s.read(&mut buf);
                 match what {
                     "hang" => std::thread::sleep(Duration::from_secs(30)),
+                    "close" => {}
                     "stall" => {
                         let _ = s.write_all(
                             b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\nthe first bytes",
@@ -481,6 +482,50 @@ fn http_pools_bound_connects_and_a_body_the_backend_stops_sending() {
         let (st, _, body) = curl_i(&[&srv.url("/failover")]);
         assert_eq!(st, 200, "{}", String::from_utf8_lossy(&body));
         assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+    }
+}
+
+#[test]
+fn a_cgi_endpoint_that_closes_without_answering_is_taken_out_of_rotation() {
+    // A worker that dies on every request: after max_fails, the pool sends no more
+    // requests there, instead of failing every other one. FastCGI and uwsgi alike.
+    let site = php_site();
+    std::fs::write(site.path().join("app.py"), WSGI_APP).unwrap();
+    let (fpm_port, wsgi_port) = (free_port(), free_port());
+    let _fpm = php_fpm(site.path(), &format!("127.0.0.1:{fpm_port}"));
+    let app = site.path().join("app.py");
+    let _wsgi = uwsgi(
+        &[
+            "--socket",
+            &format!("127.0.0.1:{wsgi_port}"),
+            "--wsgi-file",
+            app.to_str().unwrap(),
+        ],
+        &format!("127.0.0.1:{wsgi_port}"),
+    );
+    let broken = fake_endpoint("close");
+    let pool = |port: u16| {
+        format!("endpoints: [\"127.0.0.1:{broken}\", \"127.0.0.1:{port}\"], balance: round_robin, max_fails: 1, fail_timeout: 60s")
+    };
+    let config = write_config(
+        site.path(),
+        &format!(
+            "virtual_servers:\n  - name: php\n    default: true\n    root: {}\n    rules:\n      - match: {{ prefix: /py/ }}\n        action: {{ uwsgi: {{ pool: wsgi }} }}\n      - match: {{ regex: \"\\\\.php$\" }}\n        action: {{ fastcgi: {{ pool: php }} }}\npools:\n  - {{ name: php, protocol: fastcgi, {} }}\n  - {{ name: wsgi, protocol: uwsgi, {} }}\n",
+            site.path().display(),
+            pool(fpm_port),
+            pool(wsgi_port)
+        ),
+    );
+    let srv = Server::run_config(&config);
+    for (target, ok) in [("/echo.php", 200), ("/py/x", 201)] {
+        let statuses: Vec<u16> = (0..8).map(|_| curl_i(&[&srv.url(target)]).0).collect();
+        let failed = statuses.iter().filter(|&&s| s == 502).count();
+        assert!(failed <= 1, "{target}: {statuses:?}");
+        assert_eq!(
+            statuses.iter().filter(|&&s| s == ok).count(),
+            8 - failed,
+            "{target}: {statuses:?}"
+        );
     }
 }
 

@@ -71,11 +71,7 @@ pub(super) async fn exchange(
         }
         match within(pool.read_timeout, conn.read_buf(&mut rbuf)).await {
             Ok(0) if !received => return Err(Failure::Stale),
-            Ok(0) => {
-                return Err(Failure::Protocol(
-                    "the connection closed before a response head".into(),
-                ))
-            }
+            Ok(0) => return Err(super::stream::closed_before_head()),
             Ok(_) => received = true,
             Err(f) if !received => return Err(stale(f)),
             Err(f) => return Err(f),

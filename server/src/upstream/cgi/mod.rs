@@ -151,10 +151,7 @@ pub(super) async fn exchange(
     // A new connection closed before answering is the backend failing, not a kept
     // connection gone stale: it counts against the endpoint.
     let result = result.map_err(|f| match f {
-        Failure::Stale => Failure::Io(std::io::Error::new(
-            std::io::ErrorKind::ConnectionAborted,
-            "the backend closed the connection before answering",
-        )),
+        Failure::Stale => stream::closed_before_head(),
         f => f,
     });
     finish(pool, idx, result)

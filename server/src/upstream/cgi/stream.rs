@@ -13,6 +13,15 @@ use std::io;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 
+/// A backend that closed before its response head failed (it crashed, or its worker was
+/// killed): an I/O failure, which counts against the endpoint's health.
+pub(super) fn closed_before_head() -> Failure {
+    Failure::Io(std::io::Error::new(
+        std::io::ErrorKind::ConnectionAborted,
+        "the backend closed the connection before a response head",
+    ))
+}
+
 /// uwsgi and SCGI: a request packet, the raw body, and a response read until EOF.
 pub(super) async fn exchange(
     pool: &Pool,
@@ -32,9 +41,7 @@ pub(super) async fn exchange(
             break head;
         }
         if within(pool.read_timeout, conn.read_buf(&mut buf)).await? == 0 {
-            return Err(Failure::Protocol(
-                "the connection closed before a response head".into(),
-            ));
+            return Err(closed_before_head());
         }
     };
     let mut body = buf.split_off(head.consumed);
