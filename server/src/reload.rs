@@ -249,9 +249,20 @@ pub async fn watch(
             }
         }
         pending = false;
-        // Let a burst of events (a ConfigMap swap is several) settle into one reload.
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        while triggers.events.try_recv().is_ok() {}
+        // Let a burst of events (a ConfigMap swap is several, a file written in pieces
+        // many) settle into one reload: 100 ms without one, within 2 s, so a file still
+        // being written is not read half way.
+        let settle_until = tokio::time::Instant::now() + Duration::from_secs(2);
+        loop {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let mut more = false;
+            while triggers.events.try_recv().is_ok() {
+                more = true;
+            }
+            if !more || tokio::time::Instant::now() >= settle_until {
+                break;
+            }
+        }
         let (shared, file, startup, overrides) = (
             shared.clone(),
             file.clone(),

@@ -213,3 +213,50 @@ fn sighup_to_skiff_serve_is_not_a_stop() {
     )
     .starts_with("HTTP/1.1 200"));
 }
+
+#[test]
+fn a_config_written_in_pieces_is_read_once_whole() {
+    // Written in place in pieces 30 ms apart, each prefix a valid config with another
+    // root (w, ww, ... eight w): only the whole file may ever serve.
+    let dir = tempfile::tempdir().unwrap();
+    let names: Vec<String> = std::iter::once("start".to_owned())
+        .chain((1..=8).map(|n| "w".repeat(n)))
+        .collect();
+    for name in &names {
+        std::fs::create_dir_all(dir.path().join(name)).unwrap();
+        std::fs::write(dir.path().join(name).join("index.html"), name).unwrap();
+    }
+    let head = "listen: 127.0.0.1:0\nadmin_listen: 127.0.0.1:0\nthreads: 1\nvirtual_servers:\n  - name: site\n    default: true\n    root: ";
+    let path = dir.path().join("skiff.yaml");
+    std::fs::write(&path, format!("{head}{}/start\n", dir.path().display())).unwrap();
+    let srv = Server::run_config(&path);
+    let served = || String::from_utf8(curl(&[&srv.url("/")]).stdout).unwrap();
+    assert_eq!(served(), "start");
+    let writer = {
+        let (path, root) = (path.clone(), dir.path().to_owned());
+        std::thread::spawn(move || {
+            let mut f = std::fs::File::create(&path).unwrap();
+            f.write_all(format!("{head}{}/w", root.display()).as_bytes())
+                .unwrap();
+            for piece in ["w", "w", "w", "w", "w", "w", "w", "\n"] {
+                std::thread::sleep(Duration::from_millis(30));
+                f.write_all(piece.as_bytes()).unwrap();
+            }
+        })
+    };
+    let end = Instant::now() + Duration::from_secs(3);
+    let mut seen = Vec::new();
+    while Instant::now() < end {
+        let now = served();
+        if seen.last() != Some(&now) {
+            seen.push(now);
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    writer.join().unwrap();
+    assert_eq!(
+        seen,
+        ["start", "wwwwwwww"],
+        "what was served while the file was written"
+    );
+}
