@@ -120,6 +120,12 @@ pub fn parse<'a>(
     if line_len > limits.max_request_line {
         return Parsed::Reject(StatusCode::URI_TOO_LONG);
     }
+    // Origin-form, `*` or an http(s) absolute-form target: any other (`ftp://h/x`, an
+    // authority) would be routed on Host while a backend was told its own authority.
+    if !target.starts_with('/') && target != "*" && RequestHead::target_authority(target).is_none()
+    {
+        return Parsed::Reject(StatusCode::BAD_REQUEST);
+    }
     let method = match method {
         "GET" => Some(Method::GET),
         "HEAD" => Some(Method::HEAD),
@@ -253,6 +259,25 @@ mod tests {
             outcome(b"GET http://b.test:8080/p HTTP/1.1\r\nHost: a.test\r\n\r\n"),
             "GET http://b.test:8080/p 1.1 close=false host=Some(\"b.test:8080\") consumed=51"
         );
+    }
+
+    #[test]
+    fn a_target_of_another_scheme_or_form_is_refused() {
+        for req in [
+            &b"GET ftp://evil.example/index.php HTTP/1.1\r\nHost: a.test\r\n\r\n"[..],
+            b"GET ftp://a.test:80@evil.example/x HTTP/1.1\r\nHost: a.test\r\n\r\n",
+            b"POST ftp://evil.example/x HTTP/1.1\r\nHost: a.test\r\nContent-Length: 1\r\n\r\nx",
+            b"GET evil.example:80 HTTP/1.1\r\nHost: a.test\r\n\r\n",
+        ] {
+            assert_eq!(
+                outcome(req),
+                "reject 400",
+                "{}",
+                String::from_utf8_lossy(req)
+            );
+        }
+        assert!(outcome(b"OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n").starts_with("OPTIONS *"));
+        assert!(outcome(b"GET HTTPS://a.test/x HTTP/1.1\r\nHost: a\r\n\r\n").starts_with("GET"));
     }
 
     #[test]
