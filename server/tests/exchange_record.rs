@@ -328,3 +328,44 @@ pools:
         );
     }
 }
+
+/// A client that leaves before its pool answers is still an exchange: the backend may run
+/// the request all the same, so the access log and the counters show it, as nginx's 499.
+#[test]
+fn a_client_gone_before_the_pool_answers_is_recorded_as_499() {
+    let site = php_site();
+    std::fs::write(
+        site.path().join("slow.php"),
+        "<?php usleep(500000); file_put_contents(__DIR__ . '/ran', '1'); echo 'done';",
+    )
+    .unwrap();
+    let port = free_port();
+    let _fpm = php_fpm(site.path(), &format!("127.0.0.1:{port}"));
+    let log = site.path().join("access.json");
+    let config = write_config(
+        site.path(),
+        &format!(
+            "access_log: {{ format: json, path: {} }}\n{}",
+            log.display(),
+            php_config(site.path(), &format!("127.0.0.1:{port}"))
+        ),
+    );
+    let srv = Server::run_config(&config);
+    let mut s = std::net::TcpStream::connect(srv.addr).unwrap();
+    s.write_all(b"GET /slow.php HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    drop(s);
+    let sample = "skiff_http_requests_total{vhost=\"php\",method=\"GET\",code=\"499\"}";
+    let end = Instant::now() + Duration::from_secs(10);
+    let mut lines = log_lines(&log);
+    while lines.is_empty() && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(100));
+        lines = log_lines(&log);
+    }
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert_eq!(lines[0]["target"], "/slow.php");
+    assert_eq!(lines[0]["status"], 499);
+    assert_eq!(lines[0]["pool"], "php");
+    assert_eq!(metric_or_zero(&srv, sample), 1.0);
+}

@@ -112,9 +112,10 @@ pub(super) struct Client<'c> {
 }
 
 /// Runs a pool request and writes its response. Returns whether the connection stays
-/// open, and when the exchange ended. Once the backend has answered, the exchange is
-/// recorded whatever happens to the connection; a client that leaves before that
-/// cancels it unrecorded (as on the hyper path, whose request future is then dropped).
+/// open, and when the exchange ended. The exchange is recorded whatever happens to the
+/// connection; a client that leaves before the backend answers cancels the request and
+/// is recorded as 499. (On the hyper path, whose request future is then dropped, such a
+/// request is not recorded yet.)
 pub(super) async fn serve(
     mut link: Link<'_>,
     client: Client<'_>,
@@ -146,10 +147,18 @@ pub(super) async fn serve(
         message,
     };
     let resp = tokio::select! {
-        resp = upstream::serve(request, &link.shared.metrics) => resp,
-        () = link.stream.client_gone() => return (Ok(false), Instant::now()),
+        resp = upstream::serve(request, &link.shared.metrics) => Some(resp),
+        () = link.stream.client_gone() => None,
     };
     let head_ready = Instant::now();
+    let Some(resp) = resp else {
+        // The client left first: the backend may have run the request all the same, so
+        // it is recorded, as nginx's 499 (client closed request).
+        record_abandoned(
+            &client, &logged, &method, minor, vhost, &route, started, head_ready,
+        );
+        return (Ok(false), head_ready);
+    };
     let status = resp.status.as_u16();
     let mut sent = 0u64;
     let shape = Shape {
@@ -175,6 +184,37 @@ pub(super) async fn serve(
     }
     .record();
     (result, ended)
+}
+
+/// The status recorded for a request whose client left before the backend answered.
+const CLIENT_CLOSED_REQUEST: u16 = 499;
+
+#[allow(clippy::too_many_arguments)]
+fn record_abandoned(
+    client: &Client<'_>,
+    logged: &Logged,
+    method: &Method,
+    minor: u8,
+    vhost: &'static str,
+    route: &BackendRoute,
+    started: Instant,
+    at: Instant,
+) {
+    Exchange {
+        remote: client.peer.ip(),
+        request: logged.fields(client.buf, method, Protocol::of_minor(minor)),
+        outcome: Outcome {
+            vhost,
+            status: CLIENT_CLOSED_REQUEST,
+            body_bytes: 0,
+            cache_hit: None,
+            pool: Some(route.backend.pool.name),
+        },
+        started,
+        head_ready: at,
+        ended: at,
+    }
+    .record();
 }
 
 impl Link<'_> {
