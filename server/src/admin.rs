@@ -12,22 +12,52 @@ use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
+use std::collections::VecDeque;
 use std::convert::Infallible;
-use std::sync::Arc;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
 
 /// Reads gauges that are sampled rather than tracked (cache size) just before a scrape.
 pub type Sampler = Arc<dyn Fn() + Send + Sync>;
 
-/// Probes and scrapers need a handful of connections; beyond this, new ones are closed
-/// at once rather than queued, so a flood cannot hold the process's descriptors.
+/// Probes and scrapers need a handful of connections. Beyond this, a new connection
+/// takes the place of the oldest, so a flood cannot hold the process's descriptors nor
+/// keep the kubelet's probes out.
 pub const MAX_CONNECTIONS: usize = 64;
+/// One peer's share: its new connection beyond this takes the place of its own oldest,
+/// so one client cannot push every other one out.
+pub const MAX_CONNECTIONS_PER_PEER: usize = 8;
 /// A probe's or scraper's request head arrives at once; a half-sent head is cut off.
 pub const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
 /// No admin connection lives longer: scrapers reconnect, a slow reader cannot stay.
 pub const CONNECTION_LIFETIME: Duration = Duration::from_secs(60);
+
+/// The admin connections open, oldest first.
+#[derive(Default)]
+struct Open {
+    next_id: u64,
+    conns: VecDeque<(u64, IpAddr, tokio::task::AbortHandle)>,
+}
+
+impl Open {
+    /// Makes room for a connection from `peer`: its own oldest goes when it has its
+    /// share, else the oldest of all when the table is full.
+    fn make_room(&mut self, peer: IpAddr) {
+        let own = self.conns.iter().filter(|c| c.1 == peer).count();
+        let evict = if own >= MAX_CONNECTIONS_PER_PEER {
+            self.conns.iter().position(|c| c.1 == peer)
+        } else if self.conns.len() >= MAX_CONNECTIONS {
+            Some(0)
+        } else {
+            None
+        };
+        if let Some((_, _, handle)) = evict.and_then(|i| self.conns.remove(i)) {
+            handle.abort();
+        }
+    }
+}
 
 pub async fn serve(
     listener: TcpListener,
@@ -35,21 +65,27 @@ pub async fn serve(
     shutdown: ShutdownControl,
     sample: Sampler,
 ) {
-    let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let open = Arc::new(Mutex::new(Open::default()));
     loop {
-        let Ok((stream, peer)) = listener.accept().await else {
-            continue;
-        };
-        let Ok(permit) = permits.clone().try_acquire_owned() else {
-            tracing::warn!(%peer, "admin connection refused: {MAX_CONNECTIONS} already open");
-            drop(stream);
-            continue;
+        let (stream, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                // Out of descriptors, most likely: wait rather than spin the control
+                // thread, which also handles signals and reloads.
+                tracing::warn!(error = %e, "admin accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
         };
         let metrics = metrics.clone();
         let shutdown = shutdown.clone();
         let sample = sample.clone();
-        tokio::spawn(async move {
-            let _permit = permit;
+        let mut table = open.lock().unwrap_or_else(|e| e.into_inner());
+        table.make_room(peer.ip());
+        let id = table.next_id;
+        table.next_id += 1;
+        let open_for_task = open.clone();
+        let handle = tokio::spawn(async move {
             let svc = service_fn(move |req| {
                 let r = route(&req, &metrics, &shutdown, &sample);
                 async move { Ok::<_, Infallible>(r) }
@@ -59,7 +95,12 @@ pub async fn serve(
                 .header_read_timeout(HEADER_TIMEOUT)
                 .serve_connection(TokioIo::new(stream), svc);
             let _ = tokio::time::timeout(CONNECTION_LIFETIME, conn).await;
+            let mut table = open_for_task.lock().unwrap_or_else(|e| e.into_inner());
+            table.conns.retain(|c| c.0 != id);
         });
+        table
+            .conns
+            .push_back((id, peer.ip(), handle.abort_handle()));
     }
 }
 

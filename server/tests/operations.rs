@@ -501,3 +501,20 @@ fn the_server_runs_with_vector_copies_on_amd_and_executes_itself_once() {
     }
     assert_eq!(srv.admin_get("/healthz").0, 200, "serving after the exec");
 }
+
+#[test]
+fn idle_admin_connections_cannot_keep_the_probes_out() {
+    // Past the admin server's connection bounds, a new connection takes the place of an
+    // old one: 70 silent connections (the probes' own address among them) do not make
+    // /healthz fail, as they made the kubelet restart the pod.
+    let site = sample_site();
+    let srv = Server::start(site.path(), &[]);
+    let held: Vec<TcpStream> = (0..70)
+        .map(|_| TcpStream::connect(srv.admin).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    for _ in 0..3 {
+        assert_eq!(srv.admin_get("/healthz"), (200, "ok\n".to_owned()));
+    }
+    drop(held);
+}
