@@ -206,9 +206,30 @@ pub fn format_json(out: &mut Vec<u8>, r: &LogRecord<'_>) {
     out.extend_from_slice(b"}\n");
 }
 
+/// Bytes of a client's field logged at most (then `...`): escaped, a field of bytes
+/// outside ASCII grows four to six times, and a line is written in one piece.
+const MAX_FIELD: usize = 4096;
+
+/// A field cut to [`MAX_FIELD`], and whether it was.
+fn capped(v: &[u8]) -> (&[u8], bool) {
+    if v.len() > MAX_FIELD {
+        (&v[..MAX_FIELD], true)
+    } else {
+        (v, false)
+    }
+}
+
 /// Apache's escaping: `"` and `\` are backslashed, other non-printables become `\xhh`, so
 /// a request cannot forge log lines.
 fn escape_apache(out: &mut Vec<u8>, v: &[u8]) {
+    let (v, cut) = capped(v);
+    escape_apache_whole(out, v);
+    if cut {
+        out.extend_from_slice(b"...");
+    }
+}
+
+fn escape_apache_whole(out: &mut Vec<u8>, v: &[u8]) {
     // Most values need no escaping. A branch-free fold (no early exit) vectorizes, so
     // the common case is one pass and one copy.
     let dirty = v.iter().fold(false, |acc, &b| {
@@ -231,6 +252,7 @@ fn escape_apache(out: &mut Vec<u8>, v: &[u8]) {
 }
 
 fn escape_json(out: &mut Vec<u8>, v: &[u8]) {
+    let (v, cut) = capped(v);
     for &b in v {
         match b {
             b'"' => out.extend_from_slice(b"\\\""),
@@ -241,6 +263,9 @@ fn escape_json(out: &mut Vec<u8>, v: &[u8]) {
                 let _ = write!(out, "\\u{:04x}", b);
             }
         }
+    }
+    if cut {
+        out.extend_from_slice(b"...");
     }
 }
 
@@ -327,5 +352,25 @@ mod tests {
             line.contains("\"pool\":\"php\",\"referer\":null,\"user_agent\":null}"),
             "{line}"
         );
+    }
+
+    #[test]
+    fn a_long_field_is_cut_and_marked_in_both_formats() {
+        let ua = vec![0xffu8; 16 * 1024];
+        for (format, per_byte) in [
+            (format_json as fn(&mut Vec<u8>, &LogRecord<'_>), 6),
+            (format_combined, 4),
+        ] {
+            let mut out = Vec::new();
+            format(&mut out, &record(Some(&ua)));
+            assert!(
+                out.len() < MAX_FIELD * per_byte + 512,
+                "{} bytes for a 16 KiB field",
+                out.len()
+            );
+            let line = String::from_utf8(out).unwrap();
+            assert!(line.contains("...\""), "the cut is marked");
+            assert_eq!(line.lines().count(), 1);
+        }
     }
 }
