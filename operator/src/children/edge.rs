@@ -127,10 +127,14 @@ pub fn deployment(vs: &VirtualServer) -> Deployment {
             ..Default::default()
         });
     }
+    // Named by position, not by Secret: a Secret's name may hold dots or run to 253
+    // characters, which a volume's name (a DNS label) cannot.
+    let mut auth_secrets: Vec<&str> = Vec::new();
     for rule in &spec.rules {
         if let Some(auth) = &rule.basic_auth {
-            let volume = format!("auth-{}", auth.secret_name);
-            if !volumes.iter().any(|v| v.name == volume) {
+            if !auth_secrets.contains(&auth.secret_name.as_str()) {
+                let volume = format!("auth-{}", auth_secrets.len());
+                auth_secrets.push(&auth.secret_name);
                 volumes.push(Volume {
                     name: volume.clone(),
                     secret: Some(SecretVolumeSource {

@@ -524,6 +524,45 @@ fn image_content_is_copied_by_init_containers_and_sidecars_share_a_socket_dir() 
 }
 
 #[test]
+fn htpasswd_volumes_are_named_by_position_whatever_their_secret_is_called() {
+    // A Secret's name may hold dots and run to 253 characters; a volume's may not.
+    let long = format!("htpasswd.{}", "a".repeat(200));
+    let v = vs(json!({
+        "hosts": ["shop.example"],
+        "content": { "configMap": "site" },
+        "rules": [
+            { "match": { "prefix": "/a/" }, "action": { "static": {} }, "basicAuth": { "realm": "A", "secretName": "example.com-htpasswd" } },
+            { "match": { "prefix": "/b/" }, "action": { "static": {} }, "basicAuth": { "realm": "B", "secretName": long } },
+            { "match": { "prefix": "/c/" }, "action": { "static": {} }, "basicAuth": { "realm": "C", "secretName": "example.com-htpasswd" } }
+        ]
+    }));
+    let pod = pod_spec(&deployment(&v));
+    let auth: Vec<(String, String)> = pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| v["name"].as_str().unwrap().starts_with("auth-"))
+        .map(|v| {
+            (
+                v["name"].as_str().unwrap().to_owned(),
+                v["secret"]["secretName"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        auth,
+        [
+            ("auth-0".to_owned(), "example.com-htpasswd".to_owned()),
+            ("auth-1".to_owned(), long.clone())
+        ]
+    );
+    // Mounted where the config looks for each Secret's file.
+    let mounts = pod["containers"][0]["volumeMounts"].as_array().unwrap();
+    assert!(mounts.iter().any(|m| m["name"] == "auth-1"
+        && m["mountPath"] == format!("{}/{long}", render::AUTH_DIR)));
+}
+
+#[test]
 fn children_hold_a_certificate_only_for_an_issuer() {
     let rendered = render::Rendered {
         yaml: "{}".into(),
