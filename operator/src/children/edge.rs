@@ -311,7 +311,7 @@ pub fn disruption_budget(vs: &VirtualServer) -> PodDisruptionBudget {
 
 /// A headless Service for the edge pods' admin port (/metrics), for Prometheus.
 pub fn metrics_service(vs: &VirtualServer) -> Service {
-    let name = format!("{}-metrics", vs.name_any());
+    let name = format!("{}{}", vs.name_any(), render::METRICS_SUFFIX);
     Service {
         metadata: metadata_labelled(vs, &name, "skiff.dev/metrics", "true"),
         spec: Some(ServiceSpec {

@@ -558,8 +558,12 @@ fn htpasswd_volumes_are_named_by_position_whatever_their_secret_is_called() {
     );
     // Mounted where the config looks for each Secret's file.
     let mounts = pod["containers"][0]["volumeMounts"].as_array().unwrap();
-    assert!(mounts.iter().any(|m| m["name"] == "auth-1"
-        && m["mountPath"] == format!("{}/{long}", render::AUTH_DIR)));
+    assert!(
+        mounts
+            .iter()
+            .any(|m| m["name"] == "auth-1"
+                && m["mountPath"] == format!("{}/{long}", render::AUTH_DIR))
+    );
 }
 
 #[test]

@@ -70,6 +70,7 @@ fn config_model(vs: &VirtualServer) -> Result<config::Config, Invalid> {
     let spec = &vs.spec;
     let ns = vs.namespace().unwrap_or_else(|| "default".into());
     let name = vs.name_any();
+    object_names(vs)?;
     autoscaling_targets(spec)?;
     for rule in &spec.rules {
         if let Some(pool) = pool_of(&rule.action) {
@@ -146,6 +147,50 @@ fn pool(p: &Pool, vs_name: &str, ns: &str) -> config::Pool {
     // Reported as skiff_upstream_workers, the capacity of the busy ratio.
     pool.workers = p.known_workers();
     pool
+}
+
+/// The names the children take, checked before anything is applied: the edge's Service
+/// is named after the VirtualServer, the metrics Service adds `-metrics` and a pool's
+/// workload `-{pool}`, and a Service's name is a DNS label (RFC 1035) of 63 characters
+/// at most. Otherwise the ConfigMap and Deployment would be applied and the Service
+/// refused.
+fn object_names(vs: &VirtualServer) -> Result<(), Invalid> {
+    let name = vs.name_any();
+    let max = 63 - METRICS_SUFFIX.len();
+    if !dns_label(&name) || name.len() > max {
+        return Err(Invalid(format!(
+            "metadata.name {name:?}: the edge's Services are named after it, so it must start with a letter, hold only a-z, 0-9 and '-', and be at most {max} characters"
+        )));
+    }
+    for p in crate::children::pooled(vs) {
+        if format!("-{}", p.name) == METRICS_SUFFIX {
+            return Err(Invalid(format!(
+                "pool {}: its workload would take the metrics Service's name ({name}{METRICS_SUFFIX}); choose another name",
+                p.name
+            )));
+        }
+        let workload = pool_workload_name(&name, &p.name);
+        if !dns_label(&workload) || workload.len() > 63 {
+            return Err(Invalid(format!(
+                "pool {}: its workload's name {workload:?} must be a DNS label of at most 63 characters (a-z, 0-9, '-')",
+                p.name
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Appended to the VirtualServer's name for the Service the ServiceMonitor scrapes.
+pub const METRICS_SUFFIX: &str = "-metrics";
+
+/// RFC 1035 label, as Kubernetes checks a Service's name.
+fn dns_label(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b[0].is_ascii_lowercase()
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b[b.len() - 1] != b'-'
 }
 
 /// The autoscaling targets that need more than the schema checks: a busy ratio needs the

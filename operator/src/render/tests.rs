@@ -76,6 +76,38 @@ fn fastcgi_rules_split_the_path_info_unless_told_not_to() {
 }
 
 #[test]
+fn names_the_children_could_not_take_are_refused_before_anything_is_applied() {
+    let named = |name: &str, spec: Value| {
+        let mut v = vs(spec);
+        v.metadata.name = Some(name.into());
+        server_config(&v).err().map(|e| e.0)
+    };
+    let plain = json!({ "hosts": ["a.example"], "content": { "configMap": "site" } });
+    assert!(named("shop", plain.clone()).is_none());
+    for bad in ["www.example.com", "1shop", &"a".repeat(56)] {
+        let err = named(bad, plain.clone()).expect(bad);
+        assert!(err.starts_with(&format!("metadata.name {bad:?}")), "{err}");
+    }
+    assert!(named(&"a".repeat(55), plain).is_none());
+    let pooled = |pool: &str| {
+        json!({ "hosts": ["a.example"], "content": { "configMap": "site" },
+            "rules": [{ "match": { "prefix": "/" }, "action": { "fastcgi": { "pool": pool } } }],
+            "pools": [{ "name": pool, "protocol": "fastcgi", "image": "php-fpm:8", "placement": "pool" }] })
+    };
+    let err = named("shop", pooled("metrics")).unwrap();
+    assert!(
+        err.contains("the metrics Service's name (shop-metrics)"),
+        "{err}"
+    );
+    let err = named(&"s".repeat(40), pooled(&"p".repeat(30))).unwrap();
+    assert!(
+        err.contains("must be a DNS label of at most 63 characters"),
+        "{err}"
+    );
+    assert!(named("shop", pooled("php")).is_none());
+}
+
+#[test]
 fn an_unknown_pool_is_rejected_with_its_name() {
     let e = server_config(&vs(json!({
         "hosts": ["a.example"], "content": { "configMap": "s" },
