@@ -49,37 +49,6 @@ pub fn log_warnings(cfg: &Config) {
     }
 }
 
-/// Fields a running process cannot change.
-fn restart_fields_changed(old: &Config, new: &Config) -> Option<&'static str> {
-    if old.listen != new.listen {
-        return Some("listen");
-    }
-    let tls_listener = |c: &Config| {
-        c.tls
-            .as_ref()
-            .map(|t| (t.listen.clone(), t.min_version, t.ktls, t.handshake_timeout))
-    };
-    if tls_listener(old) != tls_listener(new) {
-        return Some("tls (all but its certificates)");
-    }
-    if old.admin_listen != new.admin_listen {
-        return Some("admin_listen");
-    }
-    if old.threads != new.threads {
-        return Some("threads");
-    }
-    if old.cache != new.cache {
-        return Some("cache");
-    }
-    if old.limits != new.limits {
-        return Some("limits");
-    }
-    if old.access_log != new.access_log {
-        return Some("access_log");
-    }
-    None
-}
-
 #[derive(Debug)]
 pub enum Outcome {
     Unchanged,
@@ -100,7 +69,7 @@ pub fn reload_once(
     let outcome = match file.read() {
         Err(e) => Outcome::Failed(e),
         Ok((_, hash)) if hash == shared.app.load().hash && !forced => Outcome::Unchanged,
-        Ok((cfg, hash)) => match restart_fields_changed(startup, &cfg) {
+        Ok((cfg, hash)) => match skiff_config::restart_fields_changed(startup, &cfg) {
             Some(field) => Outcome::RestartRequired(field),
             None => match App::build(
                 &cfg,

@@ -90,7 +90,7 @@ impl Children {
     ) -> Children {
         Children {
             config_map: config_map(vs, rendered),
-            deployment: deployment(vs),
+            deployment: with_restart_hash(deployment(vs), &rendered.restart_hash),
             service: service(vs),
             autoscaler: autoscaler(vs),
             disruption_budget: disruption_budget(vs),
@@ -113,6 +113,23 @@ impl Children {
                 .collect(),
         }
     }
+}
+
+/// The pod template's annotation that rolls the pods when a field only a restart applies
+/// (listeners, threads, cache, limits, access log) changes: a reload refuses those.
+/// Derived from the config alone, never from a Secret, so a renewal rolls nothing.
+pub const RESTART_HASH_ANNOTATION: &str = "skiff.dev/restart-config";
+
+fn with_restart_hash(mut d: Deployment, hash: &str) -> Deployment {
+    if let Some(spec) = d.spec.as_mut() {
+        spec.template
+            .metadata
+            .get_or_insert_with(Default::default)
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(RESTART_HASH_ANNOTATION.into(), hash.into());
+    }
+    d
 }
 
 /// A label map from `(key, value)` pairs.

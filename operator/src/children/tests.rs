@@ -567,6 +567,43 @@ fn htpasswd_volumes_are_named_by_position_whatever_their_secret_is_called() {
 }
 
 #[test]
+fn a_change_only_a_restart_applies_rolls_the_pods_and_a_rule_change_does_not() {
+    let template = |spec: Value| {
+        let v = vs(spec);
+        let rendered = render::server_config(&v).unwrap();
+        let d = Children::new(&v, &rendered, None).deployment;
+        serde_json::to_value(&d.spec.unwrap().template.metadata).unwrap()["annotations"]
+            [RESTART_HASH_ANNOTATION]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let base = json!({ "hosts": ["a.example"], "content": { "configMap": "site" } });
+    let mut rules = base.clone();
+    rules["rules"] =
+        json!([{ "match": { "prefix": "/x/" }, "action": { "deny": { "status": 403 } } }]);
+    let mut cache = base.clone();
+    cache["cache"] = json!({ "maxBytes": 1000000 });
+    let mut log = base.clone();
+    log["logFormat"] = json!("json");
+    assert_eq!(
+        template(base.clone()),
+        template(rules),
+        "a reload applies rules"
+    );
+    assert_ne!(
+        template(base.clone()),
+        template(cache),
+        "the cache needs a restart"
+    );
+    assert_ne!(
+        template(base),
+        template(log),
+        "the access log needs a restart"
+    );
+}
+
+#[test]
 fn children_hold_a_certificate_only_for_an_issuer() {
     let rendered = render::Rendered {
         yaml: "{}".into(),

@@ -1044,8 +1044,13 @@ async fn a_renewed_secret_changes_nothing_applied_and_rolls_no_pod() {
     .await;
     assert!(result.is_ok());
     assert_eq!(third["deployment"], first["deployment"]);
+    // The template holds the restart-only fields' hash, nothing of a Secret.
     let template = &third["deployment"]["spec"]["template"];
-    assert_eq!(template["metadata"].get("annotations"), None);
+    let annotations = template["metadata"]["annotations"].as_object().unwrap();
+    assert_eq!(
+        annotations.keys().collect::<Vec<_>>(),
+        [crate::children::RESTART_HASH_ANNOTATION]
+    );
 }
 
 #[tokio::test]

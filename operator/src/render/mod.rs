@@ -33,6 +33,9 @@ pub struct Rendered {
     /// What the config probably gets wrong though it is valid (rules that shadow
     /// protected ones), as `spec.rules[i]: message`, for `status.warnings`.
     pub warnings: Vec<String>,
+    /// The hash of the fields only a restart applies (`skiff_config::restart_fields_hash`),
+    /// for the pod template.
+    pub restart_hash: String,
 }
 
 /// Why a spec cannot become a config: the validator's message, for `Accepted=False`.
@@ -60,6 +63,7 @@ pub fn server_config(vs: &VirtualServer) -> Result<Rendered, Invalid> {
         yaml,
         hash,
         warnings,
+        restart_hash: config::restart_fields_hash(&config),
     })
 }
 

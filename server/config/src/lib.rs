@@ -5,12 +5,14 @@
 mod hosts;
 mod locate;
 pub mod model;
+mod restart;
 mod shadow;
 mod template;
 mod validate;
 
 pub use hosts::HostPattern;
 pub use model::*;
+pub use restart::{restart_fields_changed, restart_fields_hash};
 pub use shadow::{shadowed_rules, warnings, Shadowing};
 pub use template::{Piece, Template};
 pub use validate::{validate, Issue};
