@@ -36,12 +36,18 @@ pub(super) async fn children(
     // Each NetworkPolicy before the pods it selects, so none starts unprotected.
     let name = vs.name_any();
     apply_or_delete(client, ns, &name, children.network_policy.as_ref()).await?;
+    if children.autoscaler.is_some() {
+        hand_replicas_over(client, ns, &name).await?;
+    }
     let deployment = apply(client, ns, &children.deployment).await?;
     let service = apply(client, ns, &children.service).await?;
     apply_or_delete(client, ns, &name, children.autoscaler.as_ref()).await?;
     apply(client, ns, &children.disruption_budget).await?;
     for pool in &children.pools {
         apply_or_delete(client, ns, &pool.name, pool.network_policy.as_ref()).await?;
+        if pool.autoscaler.is_some() {
+            hand_replicas_over(client, ns, &pool.name).await?;
+        }
         apply(client, ns, &pool.deployment).await?;
         apply(client, ns, &pool.service).await?;
         apply_or_delete(client, ns, &pool.name, pool.autoscaler.as_ref()).await?;
@@ -51,6 +57,48 @@ pub(super) async fn children(
         deployment,
         service,
     })
+}
+
+/// The field manager that holds a Deployment's replica count while an HPA takes it over.
+pub(super) const HANDOVER_MANAGER: &str = "skiff-operator-replicas-handover";
+
+/// Before an apply that leaves `spec.replicas` to an HPA: when the operator's manager
+/// owns the field (it set the count before autoscaling was turned on), another manager
+/// takes it over at its live value first. Server-side apply removes a field its only
+/// manager drops, and the Deployment would fall to one replica until the HPA's first
+/// sync (Kubernetes' documented handover to an HPA).
+pub(super) async fn hand_replicas_over(client: &Client, ns: &str, name: &str) -> Result<()> {
+    let api: Api<Deployment> = Api::namespaced(client.clone(), ns);
+    let Some(live) = api.get_opt(name).await? else {
+        return Ok(());
+    };
+    let ours = live.managed_fields().iter().any(|m| {
+        m.manager.as_deref() == Some(MANAGER)
+            && m.operation.as_deref() == Some("Apply")
+            && m.fields_v1
+                .as_ref()
+                .is_some_and(|f| f.0.pointer("/f:spec/f:replicas").is_some())
+    });
+    let Some(replicas) = live.spec.as_ref().and_then(|s| s.replicas).filter(|_| ours) else {
+        return Ok(());
+    };
+    let handover = serde_json::json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": { "name": name },
+        "spec": { "replicas": replicas },
+    });
+    api.patch(
+        name,
+        &PatchParams::apply(HANDOVER_MANAGER).force(),
+        &Patch::Apply(&handover),
+    )
+    .await?;
+    tracing::info!(
+        deployment = name,
+        replicas,
+        "replica count handed over to the HPA"
+    );
+    Ok(())
 }
 
 /// Server-side apply of a namespaced object with the operator's field manager. Re-applying

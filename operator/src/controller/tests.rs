@@ -1267,3 +1267,52 @@ async fn an_issuer_that_cannot_be_read_is_left_to_cert_manager() {
         ("False", "Pending", "Referenced \"ClusterIssuer\" not found")
     );
 }
+
+/// Turning autoscaling on: the replica count the operator set is handed to another field
+/// manager at its live value before the apply that drops it, or server-side apply would
+/// remove it and the Deployment fall to one replica. Once handed over (or owned by the
+/// HPA), nothing more is written.
+#[tokio::test]
+async fn replicas_the_operator_set_are_handed_over_before_an_hpa_takes_them() {
+    let deployment = |manager: &str| {
+        json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": { "name": "shop", "namespace": "web", "managedFields": [{
+                "manager": manager, "operation": if manager == MANAGER { "Apply" } else { "Update" },
+                "apiVersion": "apps/v1", "fieldsType": "FieldsV1",
+                "fieldsV1": { "f:spec": { "f:replicas": {}, "f:template": {} } }
+            }] },
+            "spec": { "replicas": 10, "selector": {}, "template": {} }
+        })
+    };
+    for (owner, handed) in [(MANAGER, true), ("kube-controller-manager", false)] {
+        let (ctx, mut api) = context(None);
+        let scenario = tokio::spawn(async move {
+            api.expect(Method::GET, "/apis/apps/v1/namespaces/web/deployments/shop")
+                .await
+                .ok(deployment(owner));
+            if handed {
+                let call = api
+                    .expect(
+                        Method::PATCH,
+                        "/apis/apps/v1/namespaces/web/deployments/shop",
+                    )
+                    .await;
+                assert_eq!(call.query["fieldManager"], apply::HANDOVER_MANAGER);
+                assert_eq!(call.body["spec"], json!({ "replicas": 10 }));
+                let body = call.body.clone();
+                call.ok(body);
+            }
+            api
+        });
+        apply::hand_replicas_over(&ctx.client, "web", "shop")
+            .await
+            .unwrap();
+        drop(ctx);
+        let mut api = scenario.await.unwrap();
+        assert!(
+            api.handle.next_request().await.is_none(),
+            "{owner}: nothing more is asked"
+        );
+    }
+}
