@@ -11,7 +11,7 @@ use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::NamespaceResourceScope;
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, Preconditions};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -35,22 +35,23 @@ pub(super) async fn children(
     apply(client, ns, &children.config_map).await?;
     // Each NetworkPolicy before the pods it selects, so none starts unprotected.
     let name = vs.name_any();
-    apply_or_delete(client, ns, &name, children.network_policy.as_ref()).await?;
+    let uid = vs.uid().unwrap_or_default();
+    apply_or_delete(client, ns, &name, &uid, children.network_policy.as_ref()).await?;
     if children.autoscaler.is_some() {
         hand_replicas_over(client, ns, &name).await?;
     }
     let deployment = apply(client, ns, &children.deployment).await?;
     let service = apply(client, ns, &children.service).await?;
-    apply_or_delete(client, ns, &name, children.autoscaler.as_ref()).await?;
+    apply_or_delete(client, ns, &name, &uid, children.autoscaler.as_ref()).await?;
     apply(client, ns, &children.disruption_budget).await?;
     for pool in &children.pools {
-        apply_or_delete(client, ns, &pool.name, pool.network_policy.as_ref()).await?;
+        apply_or_delete(client, ns, &pool.name, &uid, pool.network_policy.as_ref()).await?;
         if pool.autoscaler.is_some() {
             hand_replicas_over(client, ns, &pool.name).await?;
         }
         apply(client, ns, &pool.deployment).await?;
         apply(client, ns, &pool.service).await?;
-        apply_or_delete(client, ns, &pool.name, pool.autoscaler.as_ref()).await?;
+        apply_or_delete(client, ns, &pool.name, &uid, pool.autoscaler.as_ref()).await?;
     }
     remove_dropped_pools(client, ns, vs).await?;
     Ok(Applied {
@@ -114,27 +115,57 @@ where
     Ok(api.patch(name, &params, &Patch::Apply(object)).await?)
 }
 
-/// Applies `object` when there is one, or deletes what may have been applied as `name`.
-async fn apply_or_delete<K>(client: &Client, ns: &str, name: &str, object: Option<&K>) -> Result<()>
+/// Applies `object` when there is one, or deletes what may have been applied as `name`
+/// by the VirtualServer whose uid is `owner`.
+async fn apply_or_delete<K>(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    owner: &str,
+    object: Option<&K>,
+) -> Result<()>
 where
     K: Resource<Scope = NamespaceResourceScope> + Clone + Debug + Serialize + DeserializeOwned,
     <K as Resource>::DynamicType: Default,
 {
     match object {
         Some(object) => apply(client, ns, object).await.map(drop),
-        None => delete_if_present::<K>(client, ns, name).await,
+        None => delete_if_owned::<K>(client, ns, name, owner).await,
     }
 }
 
-async fn delete_if_present<K>(client: &Client, ns: &str, name: &str) -> Result<()>
+/// Deletes `name` if it exists and the VirtualServer whose uid is `owner` owns it: an
+/// object of that name someone else made (an HPA a user points at the VirtualServer's
+/// scale subresource, a NetworkPolicy of their own) is left alone. The delete is
+/// conditional on the object read, so one replaced meanwhile is not deleted either.
+pub(super) async fn delete_if_owned<K>(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    owner: &str,
+) -> Result<()>
 where
     K: Resource<Scope = NamespaceResourceScope> + Clone + Debug + DeserializeOwned,
     <K as Resource>::DynamicType: Default,
 {
     let api: Api<K> = Api::namespaced(client.clone(), ns);
-    match api.delete(name, &DeleteParams::background()).await {
+    let Some(found) = api.get_metadata_opt(name).await? else {
+        return Ok(());
+    };
+    if !found.owner_references().iter().any(|o| o.uid == owner) {
+        return Ok(());
+    }
+    let params = DeleteParams {
+        preconditions: found.uid().map(|uid| Preconditions {
+            uid: Some(uid),
+            resource_version: None,
+        }),
+        ..DeleteParams::background()
+    };
+    match api.delete(name, &params).await {
         Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        // Gone, or replaced by another object of that name, meanwhile.
+        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),
         Err(e) => Err(e.into()),
     }
 }
@@ -164,10 +195,10 @@ async fn remove_dropped_pools(client: &Client, ns: &str, vs: &VirtualServer) -> 
         }
         let name = d.name_any();
         tracing::info!(virtualserver = %key(vs), pool, "removing a dropped pool's workload");
-        delete_if_present::<Deployment>(client, ns, &name).await?;
-        delete_if_present::<Service>(client, ns, &name).await?;
-        delete_if_present::<HorizontalPodAutoscaler>(client, ns, &name).await?;
-        delete_if_present::<NetworkPolicy>(client, ns, &name).await?;
+        delete_if_owned::<Deployment>(client, ns, &name, &uid).await?;
+        delete_if_owned::<Service>(client, ns, &name, &uid).await?;
+        delete_if_owned::<HorizontalPodAutoscaler>(client, ns, &name, &uid).await?;
+        delete_if_owned::<NetworkPolicy>(client, ns, &name, &uid).await?;
     }
     Ok(())
 }

@@ -216,8 +216,9 @@ impl ApiServer {
             let policy = self.expect_apply(policy, json!({})).await;
             applied.insert("networkpolicy", policy);
         } else {
-            // Turned off: one left from before is deleted.
-            self.expect(Method::DELETE, policy).await.not_found();
+            // Turned off: one left from before would be deleted (if it is this
+            // VirtualServer's); there is none.
+            self.expect(Method::GET, policy).await.not_found();
         }
         let rolled_out = json!({
             "metadata": { "generation": 1 },
@@ -235,9 +236,9 @@ impl ApiServer {
             )
             .await;
         applied.insert("service", service);
-        // No autoscaling: an HPA left from an earlier spec is deleted.
+        // No autoscaling: an HPA left from an earlier spec would be deleted; there is none.
         self.expect(
-            Method::DELETE,
+            Method::GET,
             "/apis/autoscaling/v2/namespaces/web/horizontalpodautoscalers/shop",
         )
         .await
@@ -1308,6 +1309,48 @@ async fn replicas_the_operator_set_are_handed_over_before_an_hpa_takes_them() {
         apply::hand_replicas_over(&ctx.client, "web", "shop")
             .await
             .unwrap();
+        drop(ctx);
+        let mut api = scenario.await.unwrap();
+        assert!(
+            api.handle.next_request().await.is_none(),
+            "{owner}: nothing more is asked"
+        );
+    }
+}
+
+/// An object no longer wanted is deleted only if this VirtualServer owns it, on the
+/// condition that it is still the object read: an HPA a user made under the same name is
+/// left alone.
+#[tokio::test]
+async fn only_an_owned_object_is_deleted_and_only_the_one_read() {
+    let hpa = |owner: &str| {
+        json!({
+            "apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+            "metadata": { "name": "shop", "namespace": "web", "uid": "hpa-uid",
+                "ownerReferences": [{ "apiVersion": "skiff.dev/v1alpha1", "kind": "VirtualServer",
+                    "name": "shop", "uid": owner, "controller": true }] }
+        })
+    };
+    let path = "/apis/autoscaling/v2/namespaces/web/horizontalpodautoscalers/shop";
+    for (owner, deleted) in [("vs-uid", true), ("someone-else", false)] {
+        let (ctx, mut api) = context(None);
+        let scenario = tokio::spawn(async move {
+            api.expect(Method::GET, path).await.ok(hpa(owner));
+            if deleted {
+                let call = api.expect(Method::DELETE, path).await;
+                assert_eq!(call.body["preconditions"]["uid"], "hpa-uid");
+                call.ok(json!({ "apiVersion": "v1", "kind": "Status", "metadata": {}, "status": "Success", "code": 200 }));
+            }
+            api
+        });
+        apply::delete_if_owned::<k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler>(
+            &ctx.client,
+            "web",
+            "shop",
+            "vs-uid",
+        )
+        .await
+        .unwrap();
         drop(ctx);
         let mut api = scenario.await.unwrap();
         assert!(
