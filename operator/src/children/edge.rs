@@ -214,6 +214,15 @@ pub fn deployment(vs: &VirtualServer) -> Deployment {
             mount_path: render::SOCKET_DIR.into(),
             ..Default::default()
         }]),
+        // The pod runs as a non-root user: no capabilities to keep, no setuid to gain.
+        security_context: Some(SecurityContext {
+            allow_privilege_escalation: Some(false),
+            capabilities: Some(Capabilities {
+                drop: Some(vec!["ALL".into()]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
         ..Default::default()
     }));
     let pod = PodSpec {

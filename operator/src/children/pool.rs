@@ -9,8 +9,9 @@ use crate::crd::{Placement, Pool, VirtualServer};
 use crate::render;
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{
-    Container, Lifecycle, LifecycleHandler, PodSpec, PodTemplateSpec, Probe, Service, ServicePort,
-    ServiceSpec, SleepAction, TCPSocketAction,
+    Container, Lifecycle, LifecycleHandler, PodSecurityContext, PodSpec, PodTemplateSpec, Probe,
+    SeccompProfile, SecurityContext, Service, ServicePort, ServiceSpec, SleepAction,
+    TCPSocketAction,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -74,6 +75,12 @@ pub fn pool_deployment(vs: &VirtualServer, p: &Pool) -> Deployment {
         resources: Some(p.resources.clone().unwrap_or_else(|| {
             requirements([("cpu", "100m"), ("memory", "64Mi")], None::<[_; 0]>)
         })),
+        // No setuid binary raises privileges; a root master may still switch to its
+        // workers' user, which is no escalation.
+        security_context: Some(SecurityContext {
+            allow_privilege_escalation: Some(false),
+            ..Default::default()
+        }),
         // A pod leaving (scale-down, rollout) keeps serving until every edge pod has
         // stopped sending to it, then gets its stop signal.
         lifecycle: Some(Lifecycle {
@@ -99,6 +106,16 @@ pub fn pool_deployment(vs: &VirtualServer, p: &Pool) -> Deployment {
                     ..Default::default()
                 }),
                 spec: Some(PodSpec {
+                    // A backend needs no API access. Its image may start as root and drop
+                    // to a worker user (php-fpm), so only what that allows is locked down.
+                    automount_service_account_token: Some(false),
+                    security_context: Some(PodSecurityContext {
+                        seccomp_profile: Some(SeccompProfile {
+                            type_: "RuntimeDefault".into(),
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    }),
                     enable_service_links: Some(false),
                     termination_grace_period_seconds: Some(
                         POOL_DRAIN_SECONDS + POOL_FINISH_SECONDS,

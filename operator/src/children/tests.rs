@@ -149,6 +149,17 @@ fn pool_placement_gets_its_own_deployment_headless_service_and_hpa() {
     );
     let hpa = pool_autoscaler(&v, pools[0]).unwrap();
     assert_eq!(hpa.spec.unwrap().scale_target_ref.name, "shop-php");
+    // No API token, RuntimeDefault seccomp, no privilege escalation; the image's own user.
+    let pod = pod_spec(&d);
+    assert_eq!(pod["automountServiceAccountToken"], false);
+    assert_eq!(
+        pod["securityContext"]["seccompProfile"]["type"],
+        "RuntimeDefault"
+    );
+    assert_eq!(
+        pod["containers"][0]["securityContext"]["allowPrivilegeEscalation"],
+        false
+    );
 }
 
 /// The HPA's metrics, as JSON.
@@ -513,6 +524,9 @@ fn image_content_is_copied_by_init_containers_and_sidecars_share_a_socket_dir() 
     assert_eq!(pod["initContainers"][1]["image"], "registry.local/site:3");
     assert_eq!(pod["initContainers"][1]["command"][2], "/public");
     assert_eq!(pod["containers"][1]["name"], "pool-app");
+    let sidecar = &pod["containers"][1]["securityContext"];
+    assert_eq!(sidecar["allowPrivilegeEscalation"], false);
+    assert_eq!(sidecar["capabilities"]["drop"][0], "ALL");
     assert_eq!(
         pod["containers"][1]["volumeMounts"][0]["mountPath"],
         render::SOCKET_DIR
