@@ -154,7 +154,26 @@ async fn reconcile_inner(vs: &VirtualServer, ctx: &Context) -> Result<Action> {
 
     // Applying.
     let missing = observe::missing_refs(client, &ns, &vs).await?;
-    let applied = apply::children(client, &ns, &vs, &children).await?;
+    let applied = match apply::children(client, &ns, &vs, &children).await {
+        Ok(applied) => applied,
+        Err(e) => {
+            if let Error::Kube(kube::Error::Api(refusal)) = &e {
+                let note = format!("the API server refused a child: {}", refusal.message);
+                let status = status::apply_failed(&old, vs.metadata.generation, &note);
+                if status::write(client, &vs, &old, status).await? {
+                    publish(
+                        ctx,
+                        &vs,
+                        EventType::Warning,
+                        EventReason::ApplyFailed,
+                        &note,
+                    )
+                    .await;
+                }
+            }
+            return Err(e);
+        }
+    };
 
     // Integrations.
     let monitored = integrations::monitoring(client, &ns, &vs, &children).await?;

@@ -179,6 +179,24 @@ pub(super) fn rejected(
     status
 }
 
+/// The status of an accepted spec one of whose children the API server refused: Ready
+/// says which and why, so it is seen without the operator's log. The reconcile is
+/// retried with backoff.
+pub(super) fn apply_failed(
+    old: &VirtualServerStatus,
+    generation: Option<i64>,
+    message: &str,
+) -> VirtualServerStatus {
+    let mut status = old.clone();
+    set_condition(
+        &mut status,
+        generation,
+        ConditionType::Ready,
+        Outcome::no(Reason::ApplyFailed, message),
+    );
+    status
+}
+
 /// The status of an accepted spec whose children were applied.
 pub(super) fn accepted(
     old: &VirtualServerStatus,

@@ -1359,3 +1359,47 @@ async fn only_an_owned_object_is_deleted_and_only_the_one_read() {
         );
     }
 }
+
+/// A child the API server refuses (here the Deployment, as an admission webhook would):
+/// Ready says so with the API server's message and a Warning Event is published, rather
+/// than the failure living only in the operator's log; the reconcile is retried.
+#[tokio::test]
+async fn a_child_the_api_server_refuses_is_reported_in_ready_and_an_event() {
+    let vs = virtual_server(valid_spec(), None);
+    let (result, (status, note)) = run(vs, |mut api| async move {
+        api.expect(Method::GET, "/api/v1/namespaces/web/configmaps/site")
+            .await
+            .ok(json!({ "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": "site" } }));
+        api.expect_apply("/api/v1/namespaces/web/configmaps/shop-config", json!({}))
+            .await;
+        api.expect_apply(
+            "/apis/networking.k8s.io/v1/namespaces/web/networkpolicies/shop",
+            json!({}),
+        )
+        .await;
+        api.expect(Method::PATCH, "/apis/apps/v1/namespaces/web/deployments/shop")
+            .await
+            .answer(
+                StatusCode::FORBIDDEN,
+                json!({ "apiVersion": "v1", "kind": "Status", "status": "Failure",
+                        "message": "admission webhook \"policy.example\" denied the request: no latest tags",
+                        "reason": "Forbidden", "code": 403 }),
+            );
+        let status = api.expect_status().await;
+        let note = api.expect_warning(EventReason::ApplyFailed).await;
+        (api, (status, note))
+    })
+    .await;
+    assert!(result.is_err(), "retried with backoff");
+    let ready = condition(&status, ConditionType::Ready);
+    let message = "the API server refused a child: admission webhook \"policy.example\" denied the request: no latest tags";
+    assert_eq!(
+        (
+            ready.status.as_str(),
+            ready.reason.as_str(),
+            ready.message.as_str()
+        ),
+        ("False", "ApplyFailed", message)
+    );
+    assert_eq!(note, message);
+}

@@ -176,6 +176,9 @@ vocabulary! {
         PodsUnreachable,
         /// ConfigLive: some serving pods still serve an older config.
         Reloading,
+        /// Ready: the API server refused a child (an invalid object, an admission
+        /// webhook's denial); the message says which and why.
+        ApplyFailed,
     }
 }
 
@@ -194,6 +197,8 @@ vocabulary! {
         RulesShadowed,
         /// The certificate's ACME issuer only solves HTTP-01, which the edge cannot serve.
         Http01Unsupported,
+        /// The API server refused a child object.
+        ApplyFailed,
     }
 }
 
@@ -215,6 +220,6 @@ mod tests {
         );
         assert_eq!(EventReason::Rejected.as_str(), "Rejected");
         assert_eq!(ConditionType::ALL.len(), 6);
-        assert_eq!(Reason::ALL.len(), 18);
+        assert_eq!(Reason::ALL.len(), 19);
     }
 }
