@@ -252,6 +252,7 @@ where
                     ClientBody::stream(body, body_deadline(shared)),
                 )),
             };
+            let record = RecordedBody::awaiting_pool(meta, vhost, route.backend.pool.name);
             let resp = upstream::serve(request, &shared.metrics).await;
             let head_ready = Instant::now();
             let outcome = Outcome {
@@ -262,7 +263,7 @@ where
                 pool: Some(route.backend.pool.name),
             };
             let resp = resp.into_hyper();
-            return resp.map(|body| RecordedBody::new(body, meta, outcome, head_ready));
+            return resp.map(|body| record.answered(body, outcome, head_ready));
         }
     };
     // A body still arriving for a reply that does not read it (a static file, a

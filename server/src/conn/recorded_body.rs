@@ -4,7 +4,7 @@
 //! right after; the fast path counts the bytes its own writes returned).
 
 use super::activity::Busy;
-use crate::exchange::{Exchange, Outcome, Protocol, RequestFields};
+use crate::exchange::{Exchange, Outcome, Protocol, RequestFields, CLIENT_CLOSED_REQUEST};
 use crate::http::BoxedBody;
 use bytes::Bytes;
 use http::{HeaderValue, Method, Uri};
@@ -66,6 +66,36 @@ impl RecordedBody {
     pub fn for_source(request: RequestMeta, outcome: Outcome, head_ready: Instant) -> RecordedBody {
         let empty = http_body_util::Empty::<Bytes>::new().map_err(|never| match never {});
         RecordedBody::new(empty.boxed(), request, outcome, head_ready)
+    }
+
+    /// The record of a request a pool is answering: dropped before the answer (hyper
+    /// drops the request's future when the client leaves), it records a 499 (client
+    /// closed request), as the fast path does, since the backend may have run it.
+    pub fn awaiting_pool(
+        request: RequestMeta,
+        vhost: &'static str,
+        pool: &'static str,
+    ) -> RecordedBody {
+        let outcome = Outcome {
+            vhost,
+            status: CLIENT_CLOSED_REQUEST,
+            body_bytes: 0,
+            cache_hit: None,
+            pool: Some(pool),
+        };
+        let started = request.started;
+        RecordedBody::for_source(request, outcome, started)
+    }
+
+    /// The pool answered: the record moves to the answer's body.
+    pub fn answered(
+        mut self,
+        body: BoxedBody,
+        outcome: Outcome,
+        head_ready: Instant,
+    ) -> RecordedBody {
+        let pending = self.pending.take().expect("a record awaiting its answer");
+        RecordedBody::new(body, pending.request, outcome, head_ready)
     }
 
     /// Body bytes handed to the connection outside `poll_frame`.

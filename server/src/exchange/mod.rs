@@ -6,4 +6,4 @@
 pub mod front;
 pub mod record;
 
-pub use record::{Exchange, Outcome, Protocol, RequestFields};
+pub use record::{Exchange, Outcome, Protocol, RequestFields, CLIENT_CLOSED_REQUEST};

@@ -52,6 +52,10 @@ pub struct RequestFields<'a> {
     pub user_agent: Option<&'a [u8]>,
 }
 
+/// The status recorded for a request whose client left before a pool answered it
+/// (nginx's 499, client closed request): the backend may have run it all the same.
+pub const CLIENT_CLOSED_REQUEST: u16 = 499;
+
 /// A finished request's outcome.
 #[derive(Debug, Clone, Copy)]
 pub struct Outcome {

@@ -8,7 +8,7 @@ use super::logged::Logged;
 use super::output::{BodySpan, Output};
 use super::transport::Transport;
 use crate::conn::file_send::FileSendPolicy;
-use crate::exchange::{front, Exchange, Outcome, Protocol};
+use crate::exchange::{front, Exchange, Outcome, Protocol, CLIENT_CLOSED_REQUEST};
 use crate::http::request::RequestHead;
 use crate::state::Shared;
 use crate::upstream::cgi_env::{CgiRequest, Env};
@@ -114,8 +114,7 @@ pub(super) struct Client<'c> {
 /// Runs a pool request and writes its response. Returns whether the connection stays
 /// open, and when the exchange ended. The exchange is recorded whatever happens to the
 /// connection; a client that leaves before the backend answers cancels the request and
-/// is recorded as 499. (On the hyper path, whose request future is then dropped, such a
-/// request is not recorded yet.)
+/// is recorded as 499, as on the hyper path.
 pub(super) async fn serve(
     mut link: Link<'_>,
     client: Client<'_>,
@@ -185,9 +184,6 @@ pub(super) async fn serve(
     .record();
     (result, ended)
 }
-
-/// The status recorded for a request whose client left before the backend answered.
-const CLIENT_CLOSED_REQUEST: u16 = 499;
 
 #[allow(clippy::too_many_arguments)]
 fn record_abandoned(
