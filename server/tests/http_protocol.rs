@@ -677,3 +677,20 @@ fn an_idle_h2_connection_gets_goaway_after_the_keepalive_timeout() {
         "GOAWAY after {goaway:?}, closed after {closed:?}"
     );
 }
+
+#[test]
+fn a_request_awaiting_100_continue_for_a_static_answer_gets_the_answer_not_a_100() {
+    // The answer is decided without the body (405: POST to files): reading it would have
+    // sent 100 Continue and started a 10 MB upload only to reset it.
+    let site = sample_site();
+    let srv = Server::start(site.path(), &[]);
+    let mut s = TcpStream::connect(srv.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(
+        b"POST /missing HTTP/1.1\r\nHost: a\r\nContent-Length: 10000000\r\nExpect: 100-continue\r\n\r\n",
+    )
+    .unwrap();
+    let mut got = [0u8; 12];
+    s.read_exact(&mut got).unwrap();
+    assert_eq!(&got, b"HTTP/1.1 405", "{}", String::from_utf8_lossy(&got));
+}

@@ -270,7 +270,10 @@ where
     // redirect) is read and dropped first, within bounds, so the stream ends as HTTP/2
     // expects and its frames are still checked (h2spec 8.1, 8.1.2.6); past the bound,
     // hyper resets the stream (HTTP/2) or closes (HTTP/1.1) as before.
-    if !body.is_end_stream() {
+    // A client waiting for `100 Continue` is not asked for its body (reading would send
+    // the 100): it gets the final answer at once, as RFC 9110 §10.1.1 intends.
+    let awaits_continue = !h2 && head.headers.get("expect").is_some();
+    if !body.is_end_stream() && !awaits_continue {
         let mut rest = ClientBody::stream(body, body_deadline(shared));
         rest.limit(DRAIN_LIMIT as u64);
         let _ = rest.gather(DRAIN_LIMIT).await;
