@@ -531,20 +531,21 @@ fn a_cgi_endpoint_that_closes_without_answering_is_taken_out_of_rotation() {
 
 #[test]
 fn an_upload_slower_than_the_read_timeout_reaches_the_backend() {
-    // 300 kB over about 5 s to a pool whose read timeout is 2 s: the read timeout runs
-    // from the upload's end, not from the request's start.
+    // 300 kB over about 5 s to a pool whose read timeout is 3 s, and an answer 2 s after
+    // the body: the read timeout runs from the upload's end (not the request's start),
+    // and the 1 s send timeout only from a pause of the backend's while it is sent.
     let dir = tempfile::tempdir().unwrap();
     let (_echo, port) = echo_server(dir.path(), "echo");
     let config = write_config(
         dir.path(),
         &format!(
-            "virtual_servers:\n  - name: f\n    default: true\n    root: .\n    rules:\n      - action: {{ proxy: {{ pool: api }} }}\npools:\n  - {{ name: api, protocol: http, endpoints: [\"127.0.0.1:{port}\"], read_timeout: 2s }}\n"
+            "virtual_servers:\n  - name: f\n    default: true\n    root: .\n    rules:\n      - action: {{ proxy: {{ pool: api }} }}\npools:\n  - {{ name: api, protocol: http, endpoints: [\"127.0.0.1:{port}\"], read_timeout: 3s, send_timeout: 1s }}\n"
         ),
     );
     let srv = Server::run_config(&config);
     let mut s = std::net::TcpStream::connect(srv.addr).unwrap();
     s.write_all(
-        b"POST /up HTTP/1.1\r\nHost: x\r\nContent-Length: 300000\r\nConnection: close\r\n\r\n",
+        b"POST /up?sleep=2 HTTP/1.1\r\nHost: x\r\nContent-Length: 300000\r\nConnection: close\r\n\r\n",
     )
     .unwrap();
     for _ in 0..10 {
@@ -555,6 +556,10 @@ fn an_upload_slower_than_the_read_timeout_reaches_the_backend() {
     let text = String::from_utf8_lossy(&got);
     assert!(text.starts_with("HTTP/1.1 200"), "{text}");
     assert!(text.contains("body-len=300000"), "{text}");
+    // A body gathered whole before it is sent (under 64 KiB) ends with its one frame:
+    // the read timeout runs from there, not the send timeout.
+    let (st, _, body) = curl_i(&["--data-binary", "ten bytes!", &srv.url("/small?sleep=2")]);
+    assert_eq!(st, 200, "{}", String::from_utf8_lossy(&body));
     assert_eq!(
         srv.metric("skiff_upstream_failures_total{pool=\"api\",reason=\"timeout\"}"),
         Some(0.0)

@@ -694,3 +694,21 @@ fn a_request_awaiting_100_continue_for_a_static_answer_gets_the_answer_not_a_100
     s.read_exact(&mut got).unwrap();
     assert_eq!(&got, b"HTTP/1.1 405", "{}", String::from_utf8_lossy(&got));
 }
+
+#[test]
+fn a_target_of_another_scheme_is_refused_on_the_hyper_path_too() {
+    // A POST with a body hands the connection to hyper; the GET after it has a target
+    // with an ftp scheme: refused as on the fast path, not routed on its authority.
+    let site = sample_site();
+    let srv = Server::start(site.path(), &[]);
+    let mut s = TcpStream::connect(srv.addr).unwrap();
+    s.write_all(b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\n\r\nxGET ftp://evil.example/ HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let got = read_until_closed(&mut s, Duration::from_secs(5)).expect("closed");
+    let text = String::from_utf8_lossy(&got);
+    let statuses: Vec<&str> = text
+        .match_indices("HTTP/1.1 ")
+        .map(|(i, _)| &text[i + 9..i + 12])
+        .collect();
+    assert_eq!(statuses, ["405", "400"], "{text}");
+}

@@ -281,7 +281,6 @@ fn push_ip(out: &mut Vec<u8>, ip: std::net::IpAddr) {
     }
 }
 
-/// Splits a path into SCRIPT_NAME and PATH_INFO.
 /// Whether a path (component) ends in `.php`, in any case: rules match extensions
 /// without regard to case, so `/x.jpg/a.PHP` reaches the pool like `a.php` does.
 pub fn names_php(path: impl AsRef<[u8]>) -> bool {
@@ -289,6 +288,7 @@ pub fn names_php(path: impl AsRef<[u8]>) -> bool {
     p.len() >= 4 && p[p.len() - 4..].eq_ignore_ascii_case(b".php")
 }
 
+/// Splits a path into SCRIPT_NAME and PATH_INFO.
 pub fn split_script<'a>(path: &'a str, php_split: bool, index: Option<&str>) -> (String, &'a str) {
     if !php_split {
         return (String::new(), path);

@@ -58,6 +58,23 @@ impl<'a> CleanPath<'a> {
     }
 }
 
+/// Percent-encodes what a URL path cannot hold as it is (`%`, `?`, `#`, spaces, control
+/// characters, `\`, quotes and brackets, non-ASCII), keeping every character RFC 3986
+/// allows in a path (`pchar` and `/`), so a cleaned path goes back into a Location
+/// meaning exactly itself: `/wiki/Help:Contents` stays as it is.
+pub fn percent_encode_path(text: &str) -> String {
+    use std::fmt::Write;
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=:@/".contains(&b) {
+            out.push(b as char);
+        } else {
+            let _ = write!(out, "%{b:02X}");
+        }
+    }
+    out
+}
+
 /// Percent-encodes all but unreserved characters (and `/` when `keep_slash`), so a
 /// decoded name or path goes back into a URL as exactly what it is.
 pub fn percent_encode(text: &str, keep_slash: bool) -> String {

@@ -115,7 +115,7 @@ pub fn render_location(
                     out.push_str(q);
                 }
             }
-            Piece::Uri => out.push_str(&skiff_http::path::percent_encode(clean_path, true)),
+            Piece::Uri => out.push_str(&skiff_http::path::percent_encode_path(clean_path)),
             Piece::Args => out.push_str(req.query.unwrap_or("")),
         }
     }
@@ -195,6 +195,15 @@ mod tests {
         assert_eq!(
             render("$uri/", "/a/./b%20c?x=1", "/a/b c", false),
             "/a/b%20c/"
+        );
+        // What a path may hold stays as it is; what it may not is encoded.
+        assert_eq!(
+            render("$uri", "/wiki/Help:Contents", "/wiki/Help:Contents", false),
+            "/wiki/Help:Contents"
+        );
+        assert_eq!(
+            render("$uri", "/x", "/a+b;v=1@c/%?#é", false),
+            "/a+b;v=1@c/%25%3F%23%C3%A9"
         );
         assert_eq!(
             render(

@@ -221,9 +221,22 @@ where
     if let Some(session) = &origin.tls {
         session.mark(&mut head, shared);
     }
+    // As on the fast path: a target of another scheme (`ftp://h/x`) is refused, not
+    // routed on its authority.
+    let other_scheme = parts
+        .uri
+        .scheme_str()
+        .is_some_and(|s| !s.eq_ignore_ascii_case("http") && !s.eq_ignore_ascii_case("https"));
     let routed = {
         let (app, mut routed) = match routing {
             Some(r) => (r.app, r.routed),
+            None if other_scheme => (
+                shared.app.load_full(),
+                Routed::Reply {
+                    reply: crate::http::reply::Reply::error(http::StatusCode::BAD_REQUEST),
+                    vhost: "unknown",
+                },
+            ),
             None => {
                 let app = shared.app.load_full();
                 let routed = front::route(&app, &head, meta.protocol);

@@ -23,6 +23,9 @@ pub(super) struct Upload {
     /// The body waits on the client, whose own deadlines (silence, minimum rate) apply.
     on_client: AtomicBool,
     ended_ms: AtomicU64,
+    /// Wakes the clock when the upload moves, so a deadline that comes nearer (the body
+    /// ended, and the read timeout is shorter than the send timeout) is kept.
+    moved: tokio::sync::Notify,
 }
 
 impl Upload {
@@ -34,6 +37,7 @@ impl Upload {
             taken_ms: AtomicU64::new(connect_ms),
             on_client: AtomicBool::new(false),
             ended_ms: AtomicU64::new(if ended { connect_ms } else { PENDING }),
+            moved: tokio::sync::Notify::new(),
         })
     }
 
@@ -56,11 +60,15 @@ impl Upload {
     /// `send`, or sent no response head within `read` of the upload's end.
     pub(super) async fn timed_out(&self, send: Duration, read: Duration) {
         loop {
-            match self.deadline(send, read) {
+            let at = match self.deadline(send, read) {
                 Some(at) if at <= Instant::now() => return,
-                Some(at) => tokio::time::sleep_until(at).await,
-                // Checked again later; the client's deadlines end a stalled upload.
-                None => tokio::time::sleep(send.min(read)).await,
+                Some(at) => at,
+                // Checked again when it moves; the client's deadlines end a stalled upload.
+                None => Instant::now() + send.max(read),
+            };
+            tokio::select! {
+                () = tokio::time::sleep_until(at) => {}
+                () = self.moved.notified() => {}
             }
         }
     }
@@ -85,12 +93,24 @@ impl http_body::Body for Watched {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<http_body::Frame<Bytes>, io::Error>>> {
         let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        // hyper's client stops polling once the body says it has ended (a known length
+        // read in full): the last frame, not a final `None`, may be the end.
+        let ended = match &polled {
+            Poll::Ready(Some(Ok(frame))) => frame.is_trailers() || self.inner.is_end_stream(),
+            Poll::Ready(None) => true,
+            _ => false,
+        };
         let u = &self.upload;
-        u.on_client.store(polled.is_pending(), Ordering::Relaxed);
-        match &polled {
-            Poll::Ready(Some(Ok(_))) => u.taken_ms.store(u.now_ms(), Ordering::Relaxed),
-            Poll::Ready(None) => u.ended_ms.store(u.now_ms(), Ordering::Relaxed),
-            _ => {}
+        let was_on_client = u.on_client.swap(polled.is_pending(), Ordering::Relaxed);
+        let now = u.now_ms();
+        if matches!(polled, Poll::Ready(Some(Ok(_)))) {
+            u.taken_ms.store(now, Ordering::Relaxed);
+        }
+        if ended {
+            u.ended_ms.store(now, Ordering::Relaxed);
+        }
+        if polled.is_ready() || !was_on_client {
+            u.moved.notify_one();
         }
         polled
     }
@@ -153,20 +173,63 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_backend_that_stops_taking_the_upload_times_out_after_the_send_timeout() {
+    async fn a_body_that_knows_it_has_ended_ends_the_upload_with_its_last_frame() {
+        // As hyper's client does: the last frame is taken, and no poll for `None` follows.
         let u = Upload::new(Duration::from_secs(1), false);
         let mut watched = Watched {
-            inner: http_body_util::Full::new(Bytes::from_static(b"part"))
+            inner: http_body_util::Full::new(Bytes::from_static(b"all of it"))
                 .map_err(|never| match never {})
                 .boxed(),
             upload: u.clone(),
         };
+        assert!(watched.frame().await.is_some());
+        assert!(u.ended(), "ended with its last frame");
+        let t = Instant::now();
+        u.timed_out(SEND, READ).await;
+        assert_eq!(t.elapsed(), READ);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_deadline_that_comes_nearer_is_kept() {
+        // A long send timeout, a short read timeout: once the body has ended, the clock
+        // waits 2 s from there, not the send timeout it was waiting on.
+        let (send, read) = (Duration::from_secs(60), Duration::from_secs(2));
+        let u = Upload::new(Duration::from_secs(1), false);
+        let clock = tokio::spawn({
+            let u = u.clone();
+            async move {
+                let t = Instant::now();
+                u.timed_out(send, read).await;
+                t.elapsed()
+            }
+        });
         tokio::time::sleep(Duration::from_secs(2)).await;
-        // One frame taken at 2 s, then the backend asks for nothing more.
+        let mut watched = Watched {
+            inner: http_body_util::Full::new(Bytes::from_static(b"all"))
+                .map_err(|never| match never {})
+                .boxed(),
+            upload: u.clone(),
+        };
+        assert!(watched.frame().await.is_some());
+        assert_eq!(clock.await.unwrap(), Duration::from_secs(4));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_backend_that_stops_taking_the_upload_times_out_after_the_send_timeout() {
+        let u = Upload::new(Duration::from_secs(1), false);
+        let (tx, rx) = tokio::sync::mpsc::channel::<io::Result<Bytes>>(2);
+        tx.send(Ok(Bytes::from_static(b"part"))).await.unwrap();
+        let mut watched = Watched {
+            inner: super::super::body::ChannelBody { rx }.boxed(),
+            upload: u.clone(),
+        };
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        // One frame taken at 2 s (more is to come), then the backend asks for nothing.
         assert!(watched.frame().await.is_some());
         let t = Instant::now();
         u.timed_out(SEND, READ).await;
         assert_eq!(t.elapsed(), SEND);
         assert!(!u.ended());
+        drop(tx);
     }
 }

@@ -171,14 +171,17 @@ pub fn php_config(site: &Path, endpoint: &str) -> String {
     )
 }
 
-/// An HTTP backend that answers with the request line, its name and every header it got.
+/// An HTTP backend that answers with the request line, its name and every header it got;
+/// `sleep=S` in the query makes it wait S seconds after reading the body.
 pub const ECHO_SERVER: &str = r#"
-import http.server, sys
+import http.server, sys, time, urllib.parse
 class H(http.server.BaseHTTPRequestHandler):
     protocol_version = 'HTTP/1.1'
     def answer(self):
         n = int(self.headers.get('Content-Length') or 0)
         body = self.rfile.read(n)
+        query = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)
+        time.sleep(float(query.get('sleep', ['0'])[0]))
         lines = ['%s %s' % (self.command, self.path), 'name=' + sys.argv[2]]
         lines += ['%s: %s' % (k.lower(), v) for k, v in self.headers.items()]
         lines.append('body-len=%d' % len(body))

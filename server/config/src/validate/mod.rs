@@ -228,7 +228,6 @@ pub fn validate(cfg: &Config) -> Vec<Issue> {
     c.issues
 }
 
-/// The TLS listener: its address, and a certificate somewhere for it to offer.
 /// More serving threads than any machine has cores for: a typo, not a plan.
 const MAX_THREADS: usize = 1024;
 

@@ -3,6 +3,7 @@
 use super::Checker;
 use crate::model::*;
 
+/// The TLS listener: its address, and a certificate somewhere for it to offer.
 pub(super) fn check_tls(c: &mut Checker, cfg: &Config) {
     let Some(tls) = &cfg.tls else {
         if cfg.listen.is_empty() {
