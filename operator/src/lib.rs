@@ -24,6 +24,8 @@ pub enum Error {
     Kube(#[from] kube::Error),
     #[error("VirtualServer has no namespace")]
     NoNamespace,
+    #[error("the controller's cache of VirtualServers is not filled yet")]
+    CacheNotReady,
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -39,6 +41,7 @@ impl Error {
             Error::Kube(kube::Error::Api(_)) => "api",
             Error::Kube(_) => "transport",
             Error::NoNamespace => "invalid",
+            Error::CacheNotReady => "transport",
         }
     }
 }

@@ -6,6 +6,7 @@
 
 mod autoscaler;
 mod edge;
+mod names;
 mod network_policy;
 mod pool;
 mod third_party;
@@ -26,6 +27,7 @@ use std::collections::BTreeMap;
 
 pub use autoscaler::{autoscaler, pool_autoscaler};
 pub use edge::{config_map, deployment, disruption_budget, metrics_service, service};
+pub use names::conflict;
 pub use network_policy::{
     edge_network_policy, parse_labels, pool_network_policy, NetworkPolicyConfig,
 };

@@ -16,8 +16,9 @@ mod status;
 mod tests;
 
 use crate::children::Children;
-use crate::crd::{ConditionType, EventReason, VirtualServer};
+use crate::crd::{ConditionType, EventReason, Reason, VirtualServer, VirtualServerStatus};
 use crate::metrics::Metrics;
+use crate::render::Invalid;
 use crate::{render, Error, Result};
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
@@ -28,10 +29,10 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use kube::runtime::reflector::ObjectRef;
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Api, Client, Resource, ResourceExt};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 /// The one field manager for every object and status the operator writes.
@@ -47,6 +48,9 @@ pub struct Context {
     /// Who may reach the edge's admin port; `None`: no NetworkPolicies (existing ones
     /// are deleted).
     pub network_policy: Option<crate::children::NetworkPolicyConfig>,
+    /// Every VirtualServer, the controller's cache, set by [`run`]: whose children's
+    /// names an older one already takes. Unset, no VirtualServer is refused for that.
+    pub peers: OnceLock<Store<VirtualServer>>,
 }
 
 pub async fn run(ctx: Arc<Context>) {
@@ -60,6 +64,8 @@ pub async fn run(ctx: Arc<Context>) {
     let wc = watcher::Config::default().labels(&managed);
     let mut controller = Controller::new(vs, watcher::Config::default());
     ctx.metrics.watch(controller.store());
+    // Set once: a second run would find the first's store, which is just as full.
+    let _ = ctx.peers.set(controller.store());
     // cert-manager or the Prometheus Operator installed (or removed) after the operator:
     // every VirtualServer is reconciled again, so its Certificate or ServiceMonitor appears
     // without waiting for an edit. One watch per CRD name keeps the (large) CRDs of other
@@ -136,20 +142,15 @@ async fn reconcile_inner(vs: &VirtualServer, ctx: &Context) -> Result<Action> {
     let rendered = match render::server_config(&vs) {
         Ok(r) => r,
         Err(invalid) => {
-            let status = status::rejected(&old, vs.metadata.generation, &invalid);
-            if status::write(client, &vs, &old, status).await? {
-                publish(
-                    ctx,
-                    &vs,
-                    EventType::Warning,
-                    EventReason::Rejected,
-                    &invalid.0,
-                )
-                .await;
-            }
+            let reason = Reason::InvalidConfig;
+            refuse(ctx, &vs, &old, reason, &invalid).await?;
             return Ok(Action::requeue(status::REJECTED_REQUEUE));
         }
     };
+    if let Some(conflict) = name_conflict(ctx, &vs).await? {
+        refuse(ctx, &vs, &old, Reason::NameConflict, &Invalid(conflict)).await?;
+        return Ok(Action::requeue(status::NAME_CONFLICT_REQUEUE));
+    }
     let children = Children::new(&vs, &rendered, ctx.network_policy.as_ref());
 
     // Applying.
@@ -216,6 +217,38 @@ async fn reconcile_inner(vs: &VirtualServer, ctx: &Context) -> Result<Action> {
         }
     }
     Ok(Action::requeue(observed.requeue_after()))
+}
+
+/// Writes the status of a spec that is not applied, with a Warning Event when it changed.
+async fn refuse(
+    ctx: &Context,
+    vs: &VirtualServer,
+    old: &VirtualServerStatus,
+    reason: Reason,
+    why: &Invalid,
+) -> Result<()> {
+    let status = status::rejected(old, vs.metadata.generation, reason, why);
+    if status::write(&ctx.client, vs, old, status).await? {
+        let event = EventReason::Rejected;
+        publish(ctx, vs, EventType::Warning, event, &why.0).await;
+    }
+    Ok(())
+}
+
+/// How long a reconcile waits for the controller's cache to be filled before it can tell
+/// whether an older VirtualServer takes its names; past it, the reconcile is retried.
+const PEERS_READY_WAIT: Duration = Duration::from_secs(30);
+
+/// The message of a name an older VirtualServer already takes, from the controller's cache
+/// once it is filled (a reconcile may start before the first list ends).
+async fn name_conflict(ctx: &Context, vs: &VirtualServer) -> Result<Option<String>> {
+    let Some(peers) = ctx.peers.get() else {
+        return Ok(None);
+    };
+    match tokio::time::timeout(PEERS_READY_WAIT, peers.wait_until_ready()).await {
+        Ok(Ok(())) => Ok(crate::children::conflict(vs, &peers.state())),
+        _ => Err(Error::CacheNotReady),
+    }
 }
 
 async fn publish(

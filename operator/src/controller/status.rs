@@ -21,6 +21,10 @@ use std::time::Duration;
 /// How soon a rejected spec is looked at again (an edit reconciles it at once anyway).
 pub(super) const REJECTED_REQUEUE: Duration = Duration::from_secs(300);
 
+/// How soon a VirtualServer whose names an older one takes is looked at again: the older
+/// one's deletion or rename is not an edit of this one.
+pub(super) const NAME_CONFLICT_REQUEUE: Duration = Duration::from_secs(30);
+
 /// One condition's status, reason and message.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) struct Outcome {
@@ -158,22 +162,24 @@ impl Observed<'_> {
     }
 }
 
-/// The status of a spec that does not render into a valid config: the validator's message,
-/// and the previous config keeps serving.
+/// The status of a spec that is not applied, with the reason: it does not render into a
+/// valid config (`InvalidConfig`, the validator's message), or an older VirtualServer
+/// takes one of its children's names (`NameConflict`). The previous config keeps serving.
 pub(super) fn rejected(
     old: &VirtualServerStatus,
     generation: Option<i64>,
+    reason: Reason,
     invalid: &Invalid,
 ) -> VirtualServerStatus {
     let mut status = old.clone();
     let mut set = |type_, outcome| set_condition(&mut status, generation, type_, outcome);
     set(
         ConditionType::Accepted,
-        Outcome::no(Reason::InvalidConfig, invalid.0.clone()),
+        Outcome::no(reason, invalid.0.clone()),
     );
     set(
         ConditionType::Ready,
-        Outcome::no(Reason::InvalidConfig, "the previous config keeps serving"),
+        Outcome::no(reason, "the previous config keeps serving"),
     );
     status.observed_generation = generation;
     status

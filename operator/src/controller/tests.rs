@@ -39,6 +39,7 @@ fn context(network_policy: Option<NetworkPolicyConfig>) -> (Arc<Context>, ApiSer
         metrics: Arc::new(Metrics::new()),
         default_image: "registry.test/skiff:1".into(),
         network_policy,
+        peers: Default::default(),
     };
     (Arc::new(ctx), api)
 }
@@ -69,6 +70,27 @@ where
     run_with(Some(network_policy()), vs, scenario).await
 }
 
+/// [`run`] with the controller's cache of VirtualServers holding `peers` (and `vs`).
+async fn run_among<S, F, T>(
+    peers: &[Arc<VirtualServer>],
+    vs: Arc<VirtualServer>,
+    scenario: S,
+) -> (Result<Action>, T)
+where
+    S: FnOnce(ApiServer) -> F,
+    F: std::future::Future<Output = (ApiServer, T)> + Send + 'static,
+    T: Send + 'static,
+{
+    let mut writer = kube::runtime::reflector::store::Writer::<VirtualServer>::default();
+    writer.apply_watcher_event(&watcher::Event::Init);
+    for v in peers.iter().chain([&vs]) {
+        writer.apply_watcher_event(&watcher::Event::InitApply(v.as_ref().clone()));
+    }
+    writer.apply_watcher_event(&watcher::Event::InitDone);
+    let store = writer.as_reader();
+    run_in(Some(network_policy()), Some(store), vs, scenario).await
+}
+
 /// [`run`] with the operator's NetworkPolicy settings (`None`: off).
 async fn run_with<S, F, T>(
     network_policy: Option<NetworkPolicyConfig>,
@@ -80,7 +102,27 @@ where
     F: std::future::Future<Output = (ApiServer, T)> + Send + 'static,
     T: Send + 'static,
 {
+    run_in(network_policy, None, vs, scenario).await
+}
+
+async fn run_in<S, F, T>(
+    network_policy: Option<NetworkPolicyConfig>,
+    peers: Option<Store<VirtualServer>>,
+    vs: Arc<VirtualServer>,
+    scenario: S,
+) -> (Result<Action>, T)
+where
+    S: FnOnce(ApiServer) -> F,
+    F: std::future::Future<Output = (ApiServer, T)> + Send + 'static,
+    T: Send + 'static,
+{
     let (ctx, api) = context(network_policy);
+    if let Some(peers) = peers {
+        assert!(
+            ctx.peers.set(peers).is_ok(),
+            "a new context's cache is unset"
+        );
+    }
     let scenario = scenario(api);
     let apiserver = tokio::spawn(async move {
         let (mut api, out) = scenario.await;
@@ -727,6 +769,47 @@ async fn an_invalid_config_is_refused_with_the_validators_message_and_nothing_is
     let vs = virtual_server(spec, Some(&status));
     let (result, ()) = run(vs, |api| async move { (api, ()) }).await;
     assert_eq!(result.unwrap(), Action::requeue(Duration::from_secs(300)));
+}
+
+/// A VirtualServer `shop` made after one named `shop-metrics`: its metrics Service would
+/// be the other's edge Service. It applies nothing, says which name and whose, and looks
+/// again soon.
+#[tokio::test]
+async fn a_name_an_older_virtual_server_takes_is_refused_and_nothing_is_applied() {
+    let mut older: VirtualServer = (*virtual_server(valid_spec(), None)).clone();
+    older.metadata.name = Some("shop-metrics".into());
+    older.metadata.uid = Some("older-uid".into());
+    older.metadata.creation_timestamp =
+        Some(serde_json::from_value(json!("2026-01-01T00:00:00Z")).unwrap());
+    let mut newer: VirtualServer = (*virtual_server(valid_spec(), None)).clone();
+    newer.metadata.creation_timestamp =
+        Some(serde_json::from_value(json!("2026-02-01T00:00:00Z")).unwrap());
+    let (result, (status, note)) =
+        run_among(&[Arc::new(older)], Arc::new(newer), |mut api| async move {
+            let status = api.expect_status().await;
+            let note = api.expect_warning(EventReason::Rejected).await;
+            (api, (status, note))
+        })
+        .await;
+    assert_eq!(result.unwrap(), Action::requeue(Duration::from_secs(30)));
+    let accepted = condition(&status, ConditionType::Accepted);
+    assert_eq!(
+        (accepted.status.as_str(), accepted.reason.as_str()),
+        ("False", "NameConflict")
+    );
+    assert!(
+        accepted.message.starts_with(
+            r#"Service "shop-metrics" (the metrics Service here) is also the edge of VirtualServer "shop-metrics", which is older"#
+        ),
+        "{}",
+        accepted.message
+    );
+    assert_eq!(note, accepted.message);
+    let ready = condition(&status, ConditionType::Ready);
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("False", "NameConflict")
+    );
 }
 
 #[tokio::test]

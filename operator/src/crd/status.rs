@@ -143,6 +143,9 @@ vocabulary! {
         Valid,
         /// Accepted and Ready: the spec does not render into a valid config.
         InvalidConfig,
+        /// Accepted and Ready: an older VirtualServer in the namespace already takes the
+        /// name of one of the children (`a` with pool `b`, and `a-b`).
+        NameConflict,
         /// ResolvedRefs: every referenced object exists.
         Resolved,
         /// ResolvedRefs: a referenced object is missing.
@@ -220,6 +223,6 @@ mod tests {
         );
         assert_eq!(EventReason::Rejected.as_str(), "Rejected");
         assert_eq!(ConditionType::ALL.len(), 6);
-        assert_eq!(Reason::ALL.len(), 19);
+        assert_eq!(Reason::ALL.len(), 20);
     }
 }
