@@ -224,11 +224,36 @@ pub struct FileCache {
     id: u64,
 }
 
+/// Shards of the entry map. Each shard holds an equal part of `max_bytes` and silently
+/// refuses an entry heavier than about 97 % of its part, so there are only as many as
+/// leave room for the heaviest entry (a file of `max_file_size` and three encoded forms),
+/// and at most 4 per CPU (quick_cache's default). Without this, 32 CPUs and the default
+/// budget cached no file over ~120 KiB, and compressed such a file again on every request.
+fn shards(settings: &CacheSettings) -> usize {
+    let heaviest = settings.max_file_size.saturating_mul(4).saturating_add(512);
+    let room = heaviest.saturating_add(heaviest / 16);
+    let fit = usize::try_from(settings.max_bytes / room.max(1)).unwrap_or(usize::MAX);
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let most = fit.clamp(1, cpus.saturating_mul(4));
+    // quick_cache rounds up to a power of two; rounding down keeps each part large enough.
+    1 << most.ilog2()
+}
+
 impl FileCache {
     pub fn new(settings: CacheSettings) -> FileCache {
         static NEXT_ID: AtomicU64 = AtomicU64::new(0);
-        let entries =
-            quick_cache::sync::Cache::with_weighter(4096, settings.max_bytes.max(1), EntryWeighter);
+        let options = quick_cache::OptionsBuilder::new()
+            .estimated_items_capacity(4096)
+            .weight_capacity(settings.max_bytes.max(1))
+            .shards(shards(&settings))
+            .build()
+            .expect("both capacities are set");
+        let entries = quick_cache::sync::Cache::with_options(
+            options,
+            EntryWeighter,
+            Default::default(),
+            Default::default(),
+        );
         FileCache {
             settings,
             entries,
@@ -430,27 +455,32 @@ impl FileCache {
     }
 }
 
+/// The stat key of a regular file, following links as stat(2) does.
+fn stat_key(root: &Root, rel: &str) -> Option<StatKey> {
+    root.stat(rel)
+        .ok()
+        .filter(|st| {
+            rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::RegularFile
+        })
+        .map(|st| StatKey::of(&st))
+}
+
+/// Stat keys of the possible sidecars of `rel`, in [`Encoding::ALL`]'s order; a sidecar
+/// older than its original is stale and ignored.
+fn sidecar_keys(root: &Root, rel: &str, original: Option<StatKey>) -> [Option<StatKey>; 3] {
+    let mut keys = [None; 3];
+    for (i, enc) in Encoding::ALL.iter().enumerate() {
+        let side = stat_key(root, &format!("{rel}{}", enc.suffix()));
+        keys[i] = side.filter(|s| original.is_some_and(|o| s.mtime_ns >= o.mtime_ns));
+    }
+    keys
+}
+
 /// Stat keys of a file and its possible sidecars.
 fn fingerprint(root: &Root, rel: &str) -> [Option<StatKey>; 4] {
-    {
-        let key = |p: &str| {
-            root.stat(p)
-                .ok()
-                .filter(|st| {
-                    rustix::fs::FileType::from_raw_mode(st.st_mode)
-                        == rustix::fs::FileType::RegularFile
-                })
-                .map(|st| StatKey::of(&st))
-        };
-        let original = key(rel);
-        let mut fp = [original, None, None, None];
-        for (i, enc) in Encoding::ALL.iter().enumerate() {
-            let side = key(&format!("{rel}{}", enc.suffix()));
-            // A sidecar older than its original is stale and ignored.
-            fp[i + 1] = side.filter(|s| original.is_some_and(|o| s.mtime_ns >= o.mtime_ns));
-        }
-        fp
-    }
+    let original = stat_key(root, rel);
+    let sides = sidecar_keys(root, rel, original);
+    [original, sides[0], sides[1], sides[2]]
 }
 
 impl FileCache {
@@ -463,9 +493,17 @@ impl FileCache {
     ) -> io::Result<FileEntry> {
         let key = StatKey::of(st);
         let identity = self.build_variant(file, key, None)?;
-        let mut fingerprint = [Some(key), None, None, None];
+        // The sidecars as revalidation will see them, whether or not they can be served: one
+        // that stats but does not open (unreadable, a symlink out of the root) or fails to
+        // read (rewritten meanwhile) is left out of the entry without making every
+        // revalidation see a change, nor failing the original's response.
+        let sides = sidecar_keys(root, rel, Some(key));
+        let mut fingerprint = [Some(key), sides[0], sides[1], sides[2]];
         let mut encoded = Vec::new();
         for (i, enc) in Encoding::ALL.iter().enumerate() {
+            if sides[i].is_none() {
+                continue;
+            }
             let side = format!("{rel}{}", enc.suffix());
             let Ok(f) = root.open_file(&side) else {
                 continue;
@@ -473,16 +511,17 @@ impl FileCache {
             let Ok(sst) = rustix::fs::fstat(&f) else {
                 continue;
             };
-            if rustix::fs::FileType::from_raw_mode(sst.st_mode) != rustix::fs::FileType::RegularFile
-            {
-                continue;
-            }
             let skey = StatKey::of(&sst);
-            if skey.mtime_ns < key.mtime_ns {
-                continue; // older than the original: stale, ignored
+            if rustix::fs::FileType::from_raw_mode(sst.st_mode) != rustix::fs::FileType::RegularFile
+                || skey.mtime_ns < key.mtime_ns
+            {
+                continue; // replaced since the stat, or older than the original: ignored
             }
+            let Ok(variant) = self.build_variant(f, skey, Some(*enc)) else {
+                continue;
+            };
             fingerprint[i + 1] = Some(skey);
-            encoded.push(self.build_variant(f, skey, Some(*enc))?);
+            encoded.push(variant);
         }
         let available = encoded.iter().filter_map(|v| v.encoding).collect();
         Ok(FileEntry {
@@ -570,11 +609,15 @@ fn classify_open_error(e: io::Error) -> io::Result<Lookup> {
         Some(libc_errno::ENOENT) | Some(libc_errno::ENOTDIR) | Some(libc_errno::ENAMETOOLONG) => {
             Ok(Lookup::NotFound)
         }
-        // EXDEV: RESOLVE_BENEATH refused an escape; ELOOP: too many links; EACCES: permissions.
+        // EXDEV: RESOLVE_BENEATH refused an escape; ELOOP: too many links; EACCES: permissions;
+        // ENXIO, ENODEV: a socket or a device without a driver, refused as other
+        // non-regular files are (not a 500 and a warning per request).
         Some(libc_errno::EXDEV)
         | Some(libc_errno::ELOOP)
         | Some(libc_errno::EACCES)
-        | Some(libc_errno::EPERM) => Ok(Lookup::Forbidden),
+        | Some(libc_errno::EPERM)
+        | Some(libc_errno::ENXIO)
+        | Some(libc_errno::ENODEV) => Ok(Lookup::Forbidden),
         _ => Err(e),
     }
 }
@@ -589,4 +632,6 @@ mod libc_errno {
     pub const ELOOP: i32 = Errno::LOOP.raw_os_error();
     pub const EACCES: i32 = Errno::ACCESS.raw_os_error();
     pub const EPERM: i32 = Errno::PERM.raw_os_error();
+    pub const ENXIO: i32 = Errno::NXIO.raw_os_error();
+    pub const ENODEV: i32 = Errno::NODEV.raw_os_error();
 }

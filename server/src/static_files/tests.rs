@@ -431,6 +431,51 @@ fn cache_hit_does_no_file_io() {
     assert_eq!(body(&second), TEXT.as_bytes());
 }
 
+/// A Unix socket in the root (whose open fails with ENXIO) is refused as a FIFO is, not
+/// answered 500 with a warning per request.
+#[test]
+fn a_socket_in_the_root_is_forbidden() {
+    let s = site(|p| {
+        basic(p);
+        // The socket file stays when the listener closes, and still refuses an open.
+        drop(std::os::unix::net::UnixListener::bind(p.join("app.sock")).unwrap());
+    });
+    assert_eq!(
+        s.files.respond(&get("/app.sock")).status,
+        StatusCode::FORBIDDEN
+    );
+}
+
+/// A sidecar that stats but cannot be served (here a link out of the root, which the
+/// open refuses) is left out, and revalidation agrees with the loader: the file is not
+/// read again at every interval as if it had changed.
+#[test]
+fn a_sidecar_that_cannot_be_opened_is_left_out_without_reloading_the_file_each_time() {
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("a.txt.gz"), "OUTSIDE").unwrap();
+    let target = outside.path().join("a.txt.gz");
+    let s = site_with(
+        default_options(),
+        CacheSettings {
+            revalidate: Duration::from_millis(50),
+            ..CacheSettings::default()
+        },
+        |p| {
+            basic(p);
+            std::os::unix::fs::symlink(&target, p.join("a.txt.gz")).unwrap();
+        },
+    );
+    let mut req = get("/a.txt");
+    req.accept_encoding = Some(b"gzip");
+    let first = s.files.respond(&req);
+    assert_eq!(body(&first), TEXT.as_bytes(), "the link out is not served");
+    assert_eq!(header(&first, "content-encoding"), None);
+    std::thread::sleep(Duration::from_millis(80));
+    let again = s.files.respond(&req);
+    assert_eq!(body(&again), TEXT.as_bytes());
+    assert!(again.cache_hit, "revalidated, not read again");
+}
+
 #[test]
 fn changed_and_deleted_files_are_noticed_after_the_interval() {
     let s = basic_site_revalidating(Duration::from_millis(50));
@@ -504,6 +549,29 @@ fn cache_is_bounded_in_bytes() {
     assert!(
         s.files.cache().weight() <= 256 * 1024,
         "weight {}",
+        s.files.cache().weight()
+    );
+}
+
+/// A file of `max_file_size` is kept whatever the CPU count: quick_cache splits the budget
+/// into shards and silently refuses an entry heavier than one shard's part, so with its
+/// default of 4 shards per CPU a file of half the budget was read again on every request.
+#[test]
+fn a_file_of_the_largest_size_is_kept_in_the_cache() {
+    let s = site_with(
+        default_options(),
+        CacheSettings {
+            max_file_size: 1024 * 1024,
+            max_bytes: 2 * 1024 * 1024 + 4096,
+            revalidate: Duration::from_secs(60),
+            ..CacheSettings::default()
+        },
+        |p| std::fs::write(p.join("big.bin"), vec![7u8; 1024 * 1024]).unwrap(),
+    );
+    assert_eq!(s.files.respond(&get("/big.bin")).status, StatusCode::OK);
+    assert!(
+        s.files.cache().weight() >= 1024 * 1024,
+        "the file was not kept: weight {}",
         s.files.cache().weight()
     );
 }
