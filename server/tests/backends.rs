@@ -1313,6 +1313,46 @@ fn request_bodies_reach_a_pool_over_http2() {
     );
 }
 
+/// Over HTTP/2, a pool's answer to HEAD, and its 204, go out without DATA (which would make
+/// the response malformed, RFC 9113 §8.1.1), and HEAD carries no length the backend did
+/// not declare; a cookie sent as several fields reaches PHP as one (RFC 9113 §8.2.3).
+#[test]
+fn pool_answers_over_http2_are_framed_as_http_says_and_split_cookies_are_joined() {
+    let (site, _fpm, srv) = php_over_tcp();
+    std::fs::write(
+        site.path().join("nocontent.php"),
+        "<?php http_response_code(204); echo 'not for the client';",
+    )
+    .unwrap();
+    std::fs::write(
+        site.path().join("cookie.php"),
+        "<?php echo $_SERVER['HTTP_COOKIE'] ?? 'none';",
+    )
+    .unwrap();
+    let h2 = "--http2-prior-knowledge";
+    let (status, headers, body) = curl_i(&[h2, "-I", &srv.url("/echo.php")]);
+    assert_eq!(status, 200);
+    assert!(body.is_empty());
+    assert!(
+        !headers.iter().any(|(n, _)| n == "content-length"),
+        "PHP declared no length: {headers:?}"
+    );
+    let (status, _, body) = curl_i(&[h2, &srv.url("/nocontent.php")]);
+    assert_eq!((status, body.as_slice()), (204, &b""[..]));
+    let out = curl(&[
+        h2,
+        "-H",
+        "cookie: session=abc",
+        "-H",
+        "cookie: theme=dark",
+        &srv.url("/cookie.php"),
+    ]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "session=abc; theme=dark"
+    );
+}
+
 /// Over HTTP/2, a request the configuration cannot answer at once (a pool) is routed once
 /// in the connection's poll and handed to its handler with that routing: a rate limit
 /// counts it once, as over HTTP/1.1.

@@ -609,6 +609,61 @@ fn an_h2_stream_reset_mid_response_leaves_the_connection_serving() {
     assert_eq!(body, b"hello");
 }
 
+/// A request reset in the same read as its HEADERS is not served, nor logged as answered
+/// with bytes that were never sent.
+#[test]
+fn an_h2_request_reset_in_the_same_read_is_not_served() {
+    let site = site_with_big_file(16);
+    let srv = Server::start(site.path(), &[]);
+    let mut c = RawH2::connect(srv.addr);
+    let mut both = RawH2::encode_get(1, "/big.bin");
+    both.extend(RawH2::encode(RawH2::RST_STREAM, 0, 1, &8u32.to_be_bytes()));
+    c.write(&both);
+    c.get(3, "/index.html");
+    loop {
+        let f = c.read().expect("the connection closed");
+        assert!(
+            !(f.stream == 1 && f.kind == RawH2::HEADERS),
+            "the reset stream was answered"
+        );
+        if f.stream == 3 && f.flags & RawH2::END_STREAM != 0 {
+            break;
+        }
+    }
+    let end = Instant::now() + Duration::from_secs(5);
+    while !srv.access_log().contains("/index.html") && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let log = srv.access_log();
+    assert!(log.contains("GET /index.html HTTP/2.0"), "{log}");
+    assert!(!log.contains("/big.bin"), "{log}");
+}
+
+/// `:scheme: ftp` is refused as an `ftp://` target is over HTTP/1.1 (400), not served
+/// from the authority's virtual server.
+#[test]
+fn an_h2_request_of_another_scheme_is_refused() {
+    let site = site_with_big_file(16);
+    let srv = Server::start(site.path(), &[]);
+    let mut c = RawH2::connect(srv.addr);
+    // :method GET (static 2), then :scheme (static name 6), :path and :authority as
+    // literals without indexing.
+    let mut block = vec![0x82, 0x06, 3];
+    block.extend_from_slice(b"ftp");
+    block.extend_from_slice(&[0x04, 11]);
+    block.extend_from_slice(b"/index.html");
+    block.extend_from_slice(&[0x01, 1, b'a']);
+    c.frame(RawH2::HEADERS, 0x4 | RawH2::END_STREAM, 1, &block);
+    let status = loop {
+        let f = c.read().expect("the connection closed before an answer");
+        if f.kind == RawH2::HEADERS && f.stream == 1 {
+            break f.payload[0];
+        }
+    };
+    // HPACK's static table: 0x8c is `:status 400`, 0x88 `:status 200`.
+    assert_eq!(status, 0x8c, "not a 400");
+}
+
 #[test]
 fn h2_streams_in_flight_finish_after_the_goaway_of_a_shutdown() {
     let size = 2 << 20;

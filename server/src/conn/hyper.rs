@@ -184,7 +184,16 @@ pub(super) fn route_now(h2: &H2Head, origin: &Origin, shared: &Shared) -> Routin
         session.mark(&mut head, shared);
     }
     let app = shared.app.load_full();
-    let routed = front::route(&app, &head, Protocol::Http2);
+    // As on HTTP/1.1: a request for another scheme is refused, not served or proxied.
+    let routed = match h2.scheme() {
+        Some(s) if !s.eq_ignore_ascii_case("http") && !s.eq_ignore_ascii_case("https") => {
+            Routed::Reply {
+                reply: crate::http::reply::Reply::error(http::StatusCode::BAD_REQUEST),
+                vhost: "unknown",
+            }
+        }
+        _ => front::route(&app, &head, Protocol::Http2),
+    };
     Routing {
         app,
         routed,
@@ -256,6 +265,7 @@ where
         Routed::Verify(_) => unreachable!("the loop above ends on another answer"),
         Routed::Upstream { route, vhost } => {
             drop(head);
+            let head_only = meta.method == http::Method::HEAD;
             let request = BackendRequest {
                 route: &route,
                 client: peer,
@@ -275,7 +285,7 @@ where
                 cache_hit: None,
                 pool: Some(route.backend.pool.name),
             };
-            let resp = resp.into_hyper();
+            let resp = resp.into_hyper(head_only);
             return resp.map(|body| record.answered(body, outcome, head_ready));
         }
     };

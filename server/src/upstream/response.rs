@@ -53,12 +53,32 @@ impl UpstreamResponse {
         }
     }
 
-    pub fn into_hyper(self) -> Response<BoxedBody> {
+    /// As hyper's response, for `head_only` (a HEAD request) or not. A HEAD answer, a 1xx,
+    /// 204 or 304 carries no body whatever the backend wrote (RFC 9110 §6.4.1; over HTTP/2
+    /// DATA after it makes the response malformed), and HEAD keeps the length the backend
+    /// declared for GET, as the HTTP/1.1 fast path does.
+    pub fn into_hyper(self, head_only: bool) -> Response<BoxedBody> {
+        let status = self.status;
+        let bodiless = head_only
+            || status.is_informational()
+            || status == StatusCode::NO_CONTENT
+            || status == StatusCode::NOT_MODIFIED;
+        let declared = self.declared_len();
         let mut headers = match self.head {
             ResponseHead::Fields(f) => f.into_header_map(),
             ResponseHead::Map(m) => m,
         };
         let body = match self.payload {
+            _ if bodiless => {
+                headers.remove(http::header::CONTENT_LENGTH);
+                let keeps_length = head_only || status == StatusCode::NOT_MODIFIED;
+                if let (true, Some(n)) = (keeps_length, declared) {
+                    headers.insert(http::header::CONTENT_LENGTH, HeaderValue::from(n));
+                }
+                http_body_util::Empty::new()
+                    .map_err(|never| match never {})
+                    .boxed()
+            }
             Payload::Whole(b) => {
                 headers.insert(http::header::CONTENT_LENGTH, HeaderValue::from(b.len()));
                 http_body_util::Full::new(b)

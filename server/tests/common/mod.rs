@@ -299,20 +299,37 @@ impl RawH2 {
     }
 
     pub fn frame(&mut self, kind: u8, flags: u8, stream: u32, payload: &[u8]) {
+        self.sock
+            .write_all(&Self::encode(kind, flags, stream, payload))
+            .unwrap();
+    }
+
+    /// One frame's bytes, for several sent in one write.
+    pub fn encode(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
         let len = payload.len() as u32;
         let mut f = vec![(len >> 16) as u8, (len >> 8) as u8, len as u8, kind, flags];
         f.extend_from_slice(&stream.to_be_bytes());
         f.extend_from_slice(payload);
-        self.sock.write_all(&f).unwrap();
+        f
+    }
+
+    pub fn write(&mut self, bytes: &[u8]) {
+        self.sock.write_all(bytes).unwrap();
     }
 
     /// GET `path` on `stream` (odd, increasing), with END_STREAM.
     pub fn get(&mut self, stream: u32, path: &str) {
+        let f = Self::encode_get(stream, path);
+        self.write(&f);
+    }
+
+    /// The HEADERS frame of [`RawH2::get`].
+    pub fn encode_get(stream: u32, path: &str) -> Vec<u8> {
         // :method GET, :scheme http (static), :path and :authority literal, not indexed.
         let mut block = vec![0x82, 0x86, 0x04, path.len() as u8];
         block.extend_from_slice(path.as_bytes());
         block.extend_from_slice(&[0x01, 1, b'a']);
-        self.frame(Self::HEADERS, 0x4 | Self::END_STREAM, stream, &block);
+        Self::encode(Self::HEADERS, 0x4 | Self::END_STREAM, stream, &block)
     }
 
     pub fn window_update(&mut self, stream: u32, n: u32) {

@@ -72,6 +72,11 @@ pub struct Config {
     /// Streams the peer may reset or get refused or reset for errors, net of the streams
     /// it completes (each gives one back, up to this): Rapid Reset (CVE-2023-44487).
     pub reset_budget: u32,
+    /// Streams reset, refused or reset for errors over the connection's life, whatever it
+    /// completed: cheap completions (HEAD of a cached file) would otherwise refill the
+    /// budget for ever while each reset leaves a backend working (MadeYouReset,
+    /// CVE-2025-8671). h2's `max_local_error_reset_streams` is 1024 too.
+    pub reset_lifetime: u32,
 }
 
 impl Default for Config {
@@ -87,6 +92,7 @@ impl Default for Config {
             max_header_block: 32 << 10,
             max_control_queued: 16 << 10,
             reset_budget: 200,
+            reset_lifetime: 1024,
         }
     }
 }
@@ -222,6 +228,8 @@ pub struct Connection {
     settings_unacked: u32,
     pings_unacked: u32,
     reset_budget: i64,
+    /// Resets so far, against `config.reset_lifetime`.
+    resets: u32,
     /// GOAWAY sent: streams above this id are ignored.
     going_away: Option<StreamId>,
     /// Where the DATA scheduler starts its next round, so no stream starves.
@@ -292,6 +300,7 @@ impl Connection {
             settings_unacked: 1,
             pings_unacked: 0,
             reset_budget: config.reset_budget as i64,
+            resets: 0,
             going_away: None,
             next_stream: 0,
             data_sent: 0,
@@ -581,9 +590,11 @@ impl Connection {
         let why = match e {
             Error::Connection { why, .. } | Error::Stream { why, .. } => why,
         };
+        // Never above a GOAWAY already sent (RFC 9113 §6.8): streams the peer opened
+        // after it were ignored, and `last_stream` moved past them.
         frame::encode_goaway(
             &mut self.pending,
-            self.last_stream,
+            self.going_away.unwrap_or(self.last_stream),
             e.reason(),
             why.as_bytes(),
         );

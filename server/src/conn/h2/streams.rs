@@ -92,6 +92,11 @@ impl Streams {
                 head,
                 end_stream,
             } => {
+                // Reset in the same read, or the connection failed after it: no file is
+                // looked up, no backend asked, and no answer logged as sent.
+                if conn.buffered(stream).is_none() {
+                    return;
+                }
                 if end_stream {
                     self.request_without_body(stream, head, conn, ctx);
                     return;

@@ -180,7 +180,8 @@ impl Connection {
 
     fn spend_budget(&mut self) -> Result<(), Error> {
         self.reset_budget -= 1;
-        if self.reset_budget < 0 {
+        self.resets = self.resets.saturating_add(1);
+        if self.reset_budget < 0 || self.resets > self.config.reset_lifetime {
             return Err(conn_err(
                 Reason::ENHANCE_YOUR_CALM,
                 "too many streams reset or refused",

@@ -559,6 +559,30 @@ fn graceful_goaway_finishes_open_streams() {
     assert!(p.conn.is_closed());
 }
 
+/// A connection error after a graceful GOAWAY names no stream above it (RFC 9113 §6.8),
+/// though streams opened after it moved the highest id seen.
+#[test]
+fn a_goaway_for_an_error_after_a_graceful_one_does_not_raise_the_last_stream() {
+    let mut p = Peer::new(Config::default());
+    p.get(1).unwrap();
+    p.events();
+    p.conn.go_away(Reason::NO_ERROR);
+    p.output();
+    p.get(3).unwrap();
+    // DATA on stream 0 is a connection error.
+    assert!(p.feed(&[0, 0, 1, 0x0, 0, 0, 0, 0, 0, b'x']).is_err());
+    let out = p.output();
+    let Frame::GoAway {
+        last_stream,
+        reason,
+        ..
+    } = out.last().unwrap().frame()
+    else {
+        panic!("no GOAWAY: {out:?}");
+    };
+    assert_eq!((last_stream, reason), (1, Reason::PROTOCOL_ERROR));
+}
+
 /// The DATA frames' stream ids when streams 1 and 3 each answer 40,000 bytes, their
 /// requests carrying these `priority` fields (none for "").
 fn data_order(priorities: [&str; 2]) -> Vec<StreamId> {

@@ -568,6 +568,36 @@ fn rapid_reset_is_cut_off_but_completed_streams_earn_credit() {
     assert_eq!(conn_error(&mut p, &rst(id)), Reason::ENHANCE_YOUR_CALM);
 }
 
+/// Completing cheap streams between resets refills the budget, but not for ever: the
+/// connection's resets have a lifetime cap.
+#[test]
+fn resets_paid_for_with_cheap_completions_are_cut_off_at_the_lifetime_cap() {
+    let mut p = Peer::new(Config {
+        reset_budget: 10,
+        reset_lifetime: 100,
+        ..Config::default()
+    });
+    let rst = |id| raw(frame::RST_STREAM, 0, id, &[0, 0, 0, 8]);
+    let mut id = 1;
+    for round in 0.. {
+        // One reset, then one completed stream that gives its credit back.
+        let f = p.headers(id, &GET, false);
+        p.feed(&f).unwrap();
+        if round == 100 {
+            assert_eq!(conn_error(&mut p, &rst(id)), Reason::ENHANCE_YOUR_CALM);
+            break;
+        }
+        p.feed(&rst(id)).unwrap();
+        id += 2;
+        p.get(id).unwrap();
+        p.conn
+            .send_response(id, StatusCode::OK, &HeaderMap::new(), true)
+            .unwrap();
+        p.output();
+        id += 2;
+    }
+}
+
 #[test]
 fn ping_flood_without_reading_is_cut_off() {
     let mut p = peer();
