@@ -16,7 +16,8 @@ for bad in operator.logFormat=xml operator.image.pullPolicy=Sometimes operator.m
   dashboards.label.value=-1 dashboards.namespace=Monitoring \
   prometheusRule.enabled=maybe prometheusRule.forAll=soon prometheusRule.forOverrides.NoSuchAlert=1m \
   operator.monitor.enabled=maybe operator.monitor.interval=often prometheusRule.runbookBaseUrl=wiki \
-  prometheusAdapter.rules.enabled=yes prometheusAdapter.rules.namespace=Monitoring; do
+  prometheusAdapter.rules.enabled=yes prometheusAdapter.rules.namespace=Monitoring \
+  'edge.monitor.labels.release=a\,b' serviceAccount.create=false; do
   if "$helm" template skiff "$chart" --set "$bad" >/dev/null 2>&1; then
     echo "chart-check: values.schema.json accepted $bad" >&2
     exit 1
@@ -35,7 +36,7 @@ for case in default example monitoring dashboards adapter; do
   [ "$case" = monitoring ] && args=(--api-versions monitoring.coreos.com/v1/PrometheusRule
     --api-versions monitoring.coreos.com/v1/ServiceMonitor --set crds.enabled=false --set prometheusRule.forAll=30s
     --set prometheusRule.forOverrides.SkiffPoolSaturated=2m --set prometheusRule.labels.release=kps
-    --set prometheusRule.runbookBaseUrl=https://wiki.example/skiff-runbooks)
+    --set prometheusRule.runbookBaseUrl=https://wiki.example/skiff-runbooks --set edge.monitor.labels.release=kps)
   # The dashboards case: every value of the `dashboards` block away from its default.
   [ "$case" = dashboards ] && args=(--set dashboards.enabled=true --set dashboards.label.value=skiff
     --set dashboards.annotations.grafana_folder=Skiff --set dashboards.namespace=monitoring

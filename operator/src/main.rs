@@ -47,6 +47,14 @@ struct Args {
         value_delimiter = ','
     )]
     metrics_namespace_labels: Vec<String>,
+    /// Extra labels on each VirtualServer's ServiceMonitor (`key=value,...`), such as the
+    /// `release=<name>` a kube-prometheus-stack Prometheus selects ServiceMonitors by.
+    #[arg(
+        long,
+        env = "SKIFF_OPERATOR_SERVICE_MONITOR_LABELS",
+        value_delimiter = ','
+    )]
+    service_monitor_labels: Vec<String>,
 }
 
 impl Args {
@@ -94,6 +102,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .init();
     }
     let network_policy = args.network_policy()?;
+    let service_monitor_labels = parse_labels(&args.service_monitor_labels)?;
     skiff_operator::install_crypto_provider();
     let client = kube::Client::try_default().await?;
     let metrics = Arc::new(Metrics::new());
@@ -104,6 +113,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         metrics: metrics.clone(),
         default_image: args.edge_image,
         network_policy,
+        service_monitor_labels,
         peers: Default::default(),
     });
     let listener = tokio::net::TcpListener::bind(args.listen).await?;

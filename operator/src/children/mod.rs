@@ -117,6 +117,21 @@ impl Children {
     }
 }
 
+impl Children {
+    /// Adds `extra` to the ServiceMonitor's labels (a Prometheus's selector), never in
+    /// place of one of its own: the operator watches its children by those.
+    pub fn label_service_monitor(&mut self, extra: &BTreeMap<String, String>) {
+        let labels = self
+            .service_monitor
+            .metadata
+            .labels
+            .get_or_insert_with(BTreeMap::new);
+        for (k, v) in extra {
+            labels.entry(k.clone()).or_insert_with(|| v.clone());
+        }
+    }
+}
+
 /// The pod template's annotation that rolls the pods when a field only a restart applies
 /// (listeners, threads, cache, limits, access log) changes: a reload refuses those.
 /// Derived from the config alone, never from a Secret, so a renewal rolls nothing.

@@ -949,3 +949,29 @@ fn of_two_created_in_the_same_second_the_first_name_keeps_the_names() {
     assert_eq!(conflict(&a, &peers), None);
     assert!(conflict(&ab, &peers).is_some());
 }
+
+#[test]
+fn the_service_monitor_carries_the_prometheus_selectors_labels_but_keeps_its_own() {
+    let v = vs(json!({ "hosts": ["shop.example"], "content": { "configMap": "site" } }));
+    let rendered = render::server_config(&v).unwrap();
+    let mut c = Children::new(&v, &rendered, None);
+    let extra = parse_labels(&[
+        "release=kps".into(),
+        "app.kubernetes.io/managed-by=someone-else".into(),
+    ])
+    .unwrap();
+    c.label_service_monitor(&extra);
+    let labels = c.service_monitor.metadata.labels.as_ref().unwrap();
+    assert_eq!(labels["release"], "kps");
+    assert_eq!(labels["app.kubernetes.io/managed-by"], "skiff-operator");
+    assert_eq!(
+        c.deployment
+            .metadata
+            .labels
+            .as_ref()
+            .unwrap()
+            .get("release"),
+        None,
+        "only the ServiceMonitor"
+    );
+}

@@ -32,6 +32,7 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Api, Client, Resource, ResourceExt};
+use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -48,6 +49,8 @@ pub struct Context {
     /// Who may reach the edge's admin port; `None`: no NetworkPolicies (existing ones
     /// are deleted).
     pub network_policy: Option<crate::children::NetworkPolicyConfig>,
+    /// Extra labels on each ServiceMonitor (a Prometheus's selector).
+    pub service_monitor_labels: BTreeMap<String, String>,
     /// Every VirtualServer, the controller's cache, set by [`run`]: whose children's
     /// names an older one already takes. Unset, no VirtualServer is refused for that.
     pub peers: OnceLock<Store<VirtualServer>>,
@@ -151,7 +154,8 @@ async fn reconcile_inner(vs: &VirtualServer, ctx: &Context) -> Result<Action> {
         refuse(ctx, &vs, &old, Reason::NameConflict, &Invalid(conflict)).await?;
         return Ok(Action::requeue(status::NAME_CONFLICT_REQUEUE));
     }
-    let children = Children::new(&vs, &rendered, ctx.network_policy.as_ref());
+    let mut children = Children::new(&vs, &rendered, ctx.network_policy.as_ref());
+    children.label_service_monitor(&ctx.service_monitor_labels);
 
     // Applying.
     let missing = observe::missing_refs(client, &ns, &vs).await?;

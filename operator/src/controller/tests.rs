@@ -39,6 +39,7 @@ fn context(network_policy: Option<NetworkPolicyConfig>) -> (Arc<Context>, ApiSer
         metrics: Arc::new(Metrics::new()),
         default_image: "registry.test/skiff:1".into(),
         network_policy,
+        service_monitor_labels: Default::default(),
         peers: Default::default(),
     };
     (Arc::new(ctx), api)
