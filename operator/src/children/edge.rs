@@ -9,8 +9,8 @@ use k8s_openapi::api::apps::v1::{
 };
 use k8s_openapi::api::core::v1::{
     Capabilities, ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource,
-    EnvVar, HTTPGetAction, PersistentVolumeClaimVolumeSource, PodSecurityContext, PodSpec,
-    PodTemplateSpec, Probe, ResourceRequirements, SeccompProfile, SecretVolumeSource,
+    EnvVar, HTTPGetAction, KeyToPath, PersistentVolumeClaimVolumeSource, PodSecurityContext,
+    PodSpec, PodTemplateSpec, Probe, ResourceRequirements, SeccompProfile, SecretVolumeSource,
     SecurityContext, Service, ServicePort, ServiceSpec, Volume, VolumeMount,
 };
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
@@ -139,6 +139,7 @@ pub fn deployment(vs: &VirtualServer) -> Deployment {
                     name: volume.clone(),
                     secret: Some(SecretVolumeSource {
                         secret_name: Some(auth.secret_name.clone()),
+                        items: Some(keys(&["htpasswd"])),
                         ..Default::default()
                     }),
                     ..Default::default()
@@ -158,6 +159,7 @@ pub fn deployment(vs: &VirtualServer) -> Deployment {
             name: volume.clone(),
             secret: Some(SecretVolumeSource {
                 secret_name: Some(g.secret_name.clone()),
+                items: Some(keys(&["tls.crt", "tls.key"])),
                 // Owner root, group the pod's fsGroup: readable by the server only.
                 default_mode: Some(0o440),
                 ..Default::default()
@@ -421,6 +423,20 @@ fn container_security() -> SecurityContext {
         }),
         ..Default::default()
     }
+}
+
+/// A Secret volume's keys, each as the file of its name. Only these are mounted: a
+/// VirtualServer naming some other Secret (a database password, in a pod whose image its
+/// author chooses) mounts nothing of it, and its pods wait with the kubelet's message.
+fn keys(names: &[&str]) -> Vec<KeyToPath> {
+    names
+        .iter()
+        .map(|k| KeyToPath {
+            key: (*k).into(),
+            path: (*k).into(),
+            mode: None,
+        })
+        .collect()
 }
 
 fn mount(name: &str, path: &str, read_only: bool) -> VolumeMount {

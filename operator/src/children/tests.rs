@@ -377,11 +377,14 @@ fn tls_secrets_are_mounted_as_directories_and_the_https_port_is_open() {
     let pod = pod_spec(&d);
     let volumes = pod["volumes"].as_array().unwrap();
     let tls: Vec<&Value> = volumes.iter().filter(|v| v["secret"].is_object()).collect();
+    // Only the key pair: another key of the Secret (or another Secret's) is not mounted.
+    let pair =
+        json!([{ "key": "tls.crt", "path": "tls.crt" }, { "key": "tls.key", "path": "tls.key" }]);
     assert_eq!(
         tls,
         [
-            &json!({ "name": "tls-0", "secret": { "secretName": "shop-cert", "defaultMode": 0o440 } }),
-            &json!({ "name": "tls-1", "secret": { "secretName": "org-cert", "defaultMode": 0o440 } }),
+            &json!({ "name": "tls-0", "secret": { "secretName": "shop-cert", "defaultMode": 0o440, "items": pair } }),
+            &json!({ "name": "tls-1", "secret": { "secretName": "org-cert", "defaultMode": 0o440, "items": pair } }),
         ],
         "not optional: a pod waits for its certificate rather than failing to load it"
     );
@@ -564,6 +567,15 @@ fn htpasswd_volumes_are_named_by_position_whatever_their_secret_is_called() {
             )
         })
         .collect();
+    for v in pod["volumes"].as_array().unwrap() {
+        if v["name"].as_str().unwrap().starts_with("auth-") {
+            assert_eq!(
+                v["secret"]["items"],
+                json!([{ "key": "htpasswd", "path": "htpasswd" }]),
+                "only the htpasswd key"
+            );
+        }
+    }
     assert_eq!(
         auth,
         [

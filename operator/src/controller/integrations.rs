@@ -11,6 +11,7 @@ use crate::Result;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{DeleteParams, ListParams};
+use kube::core::PartialObjectMeta;
 use kube::{Api, Client, ResourceExt};
 
 /// The cert-manager CRD whose presence turns `tls.issuerRef` into a Certificate.
@@ -84,7 +85,8 @@ pub(super) async fn certificates(
     let mut wanted = vec![];
     for g in &groups {
         let secret = &g.secret_name;
-        let exists = secrets.get_metadata_opt(secret).await?.is_some();
+        let found = secrets.get_metadata_opt(secret).await?;
+        let exists = found.is_some();
         if !exists {
             missing_secrets.push(secret.clone());
         }
@@ -106,6 +108,10 @@ pub(super) async fn certificates(
             }
             Some(_) => {
                 let name = g.certificate_name(vs);
+                if let Some(refusal) = taken(client, ns, vs, &name, found.as_ref()).await? {
+                    outcomes.push((g.field(), refusal));
+                    continue;
+                }
                 let certificate = children
                     .certificates
                     .iter()
@@ -136,6 +142,51 @@ pub(super) async fn certificates(
         outcome: combine(outcomes),
         missing_secrets,
     }))
+}
+
+/// The annotation cert-manager puts on a Secret it writes: the Certificate's name.
+const ISSUED_FOR: &str = "cert-manager.io/certificate-name";
+
+/// Why the Certificate `name` must not be applied: its Secret exists and cert-manager did
+/// not write it for this Certificate (an app's own certificate, which cert-manager would
+/// overwrite), or a Certificate of that name exists that this VirtualServer does not own
+/// (a forced apply would take it over, and its deletion later delete it).
+async fn taken(
+    client: &Client,
+    ns: &str,
+    vs: &VirtualServer,
+    name: &str,
+    secret: Option<&PartialObjectMeta<Secret>>,
+) -> Result<Option<Outcome>> {
+    if let Some(secret) = secret {
+        let issued_for = secret.annotations().get(ISSUED_FOR).map(String::as_str);
+        if issued_for != Some(name) {
+            let whose = match issued_for {
+                Some(other) => format!("cert-manager issued it for Certificate {other}"),
+                None => "cert-manager did not issue it".into(),
+            };
+            return Ok(Some(Outcome::no(
+                Reason::SecretInUse,
+                format!(
+                    "Secret {} exists and {whose}; Certificate {name} would overwrite it, so it \
+                     is not requested. Name another secretName, or delete the Secret",
+                    secret.name_any()
+                ),
+            )));
+        }
+    }
+    let certificates = Api::<Certificate>::namespaced(client.clone(), ns);
+    let uid = vs.uid().unwrap_or_default();
+    match certificates.get_metadata_opt(name).await? {
+        Some(c) if !c.owner_references().iter().any(|o| o.uid == uid) => Ok(Some(Outcome::no(
+            Reason::CertificateInUse,
+            format!(
+                "Certificate {name} exists and is not this VirtualServer's; it is not taken \
+                 over. Name another secretName, or delete that Certificate"
+            ),
+        ))),
+        _ => Ok(None),
+    }
 }
 
 /// One condition from each certificate's: the only one as it is; with several, True when

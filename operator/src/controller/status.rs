@@ -154,7 +154,10 @@ impl Observed<'_> {
             Duration::from_secs(10)
         } else if self.live.reason == Reason::PodsUnreachable {
             Duration::from_secs(30)
-        } else if certificate == Some(Reason::Http01Unsupported) {
+        } else if matches!(
+            certificate,
+            Some(Reason::Http01Unsupported | Reason::SecretInUse | Reason::CertificateInUse)
+        ) {
             Duration::from_secs(60)
         } else {
             Duration::from_secs(300)

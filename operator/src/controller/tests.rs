@@ -403,6 +403,16 @@ impl ApiServer {
     /// A read of a TLS Secret's metadata, never its data: the key pair does not pass through
     /// the operator. `version` is its resourceVersion, `None`: it does not exist.
     async fn secret_metadata(&mut self, name: &str, version: Option<&str>) {
+        self.secret_metadata_issued(name, version, None).await
+    }
+
+    /// [`Self::secret_metadata`] of a Secret cert-manager wrote for Certificate `issued_for`.
+    async fn secret_metadata_issued(
+        &mut self,
+        name: &str,
+        version: Option<&str>,
+        issued_for: Option<&str>,
+    ) {
         let call = self
             .expect(
                 Method::GET,
@@ -416,9 +426,37 @@ impl ApiServer {
         );
         match version {
             None => call.not_found(),
-            Some(v) => call.ok(json!({
+            Some(v) => {
+                let annotations = match issued_for {
+                    Some(c) => json!({ "cert-manager.io/certificate-name": c }),
+                    None => json!({}),
+                };
+                call.ok(json!({
+                    "apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+                    "metadata": { "name": name, "namespace": "web", "resourceVersion": v,
+                                  "annotations": annotations }
+                }))
+            }
+        }
+    }
+
+    /// A read of Certificate `name`'s metadata before it is applied: `owner` is the uid
+    /// of its controller, `None`: it does not exist.
+    async fn certificate_metadata(&mut self, name: &str, owner: Option<&str>) {
+        let call = self
+            .expect(
+                Method::GET,
+                &format!("/apis/cert-manager.io/v1/namespaces/web/certificates/{name}"),
+            )
+            .await;
+        match owner {
+            None => call.not_found(),
+            Some(uid) => call.ok(json!({
                 "apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
-                "metadata": { "name": name, "namespace": "web", "resourceVersion": v }
+                "metadata": { "name": name, "namespace": "web",
+                              "ownerReferences": [{ "apiVersion": "skiff.dev/v1alpha1",
+                                  "kind": "VirtualServer", "name": "shop", "uid": uid,
+                                  "controller": true }] }
             })),
         }
     }
@@ -893,8 +931,10 @@ async fn an_issued_certificate_is_served_over_https_and_one_no_longer_asked_for_
     let (result, (applied, certificate, status)) = run(vs, |mut api| async move {
         let applied = api.children(true).await;
         api.certificate_crd(true).await;
-        api.secret_metadata("shop-tls", Some("7")).await;
+        api.secret_metadata_issued("shop-tls", Some("7"), Some("shop"))
+            .await;
         api.cluster_issuer(dns01()).await;
+        api.certificate_metadata("shop", Some("vs-uid")).await;
         let ready = json!({ "status": { "conditions": [{
             "type": "Ready", "status": "True", "reason": "Ready",
             "message": "Certificate is up to date and has not expired"
@@ -945,7 +985,8 @@ async fn an_issued_certificate_is_served_over_https_and_one_no_longer_asked_for_
     assert!(shop.https_redirect);
     let pod = &applied["deployment"]["spec"]["template"]["spec"];
     assert!(pod["volumes"].as_array().unwrap().contains(
-        &json!({ "name": "tls-0", "secret": { "secretName": "shop-tls", "defaultMode": 0o440 } })
+        &json!({ "name": "tls-0", "secret": { "secretName": "shop-tls", "defaultMode": 0o440,
+                  "items": [{ "key": "tls.crt", "path": "tls.crt" }, { "key": "tls.key", "path": "tls.key" }] } })
     ));
     assert_eq!(
         applied["service"]["spec"]["ports"][1],
@@ -966,6 +1007,64 @@ async fn an_issued_certificate_is_served_over_https_and_one_no_longer_asked_for_
         ("True", "Issued", "Certificate shop is ready")
     );
     assert_eq!(status.served_certificates, [], "no pod serves yet");
+}
+
+/// An issuer's Certificate is not requested over what is someone else's: a Secret of that
+/// name cert-manager did not issue for it (cert-manager would overwrite another app's
+/// certificate), or a Certificate of that name this VirtualServer does not own (a forced
+/// apply would take it over). Each is said in CertificateReady and looked at every minute.
+#[tokio::test]
+async fn a_certificate_is_not_requested_over_another_apps_secret_or_certificate() {
+    let spec = tls_spec(json!({ "issuerRef": { "name": "le", "kind": "ClusterIssuer" } }));
+    for (secret, issued_for, owner, reason, message) in [
+        (
+            Some("3"),
+            None,
+            None,
+            "SecretInUse",
+            "Secret shop-tls exists and cert-manager did not issue it; Certificate shop would overwrite it",
+        ),
+        (
+            Some("3"),
+            Some("billing"),
+            None,
+            "SecretInUse",
+            "Secret shop-tls exists and cert-manager issued it for Certificate billing;",
+        ),
+        (
+            None,
+            None,
+            Some("other-uid"),
+            "CertificateInUse",
+            "Certificate shop exists and is not this VirtualServer's",
+        ),
+    ] {
+        let vs = virtual_server(spec.clone(), None);
+        let (result, status) = run(vs, |mut api| async move {
+            api.children(true).await;
+            api.certificate_crd(true).await;
+            api.secret_metadata_issued("shop-tls", secret, issued_for)
+                .await;
+            api.cluster_issuer(dns01()).await;
+            if secret.is_none() {
+                api.certificate_metadata("shop", owner).await;
+            }
+            // Nothing applied; the other's Certificate is not deleted either.
+            api.certificate_list(&[]).await;
+            api.no_pods().await;
+            let status = api.expect_status().await;
+            api.expect_event(EventReason::Created).await;
+            (api, status)
+        })
+        .await;
+        assert_eq!(result.unwrap(), Action::requeue(Duration::from_secs(60)));
+        let ready = condition(&status, ConditionType::CertificateReady);
+        assert_eq!(
+            (ready.status.as_str(), ready.reason.as_str()),
+            ("False", reason)
+        );
+        assert!(ready.message.starts_with(message), "{}", ready.message);
+    }
 }
 
 /// cert-manager answers HTTP-01 from a solver behind its own Ingress, which the edge never
@@ -1320,6 +1419,7 @@ async fn an_issuer_that_cannot_be_read_is_left_to_cert_manager() {
         api.expect(Method::GET, "/apis/cert-manager.io/v1/clusterissuers/le")
             .await
             .forbidden();
+        api.certificate_metadata("shop", None).await;
         let pending = json!({ "status": { "conditions": [{
             "type": "Ready", "status": "False", "reason": "IssuerNotFound",
             "message": "Referenced \"ClusterIssuer\" not found"

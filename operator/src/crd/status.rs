@@ -171,6 +171,12 @@ vocabulary! {
         /// CertificateReady: the ACME issuer only solves HTTP-01 challenges, which the
         /// edge does not route; it needs a DNS-01 solver.
         Http01Unsupported,
+        /// CertificateReady: the Secret an issuer would write exists and cert-manager did
+        /// not issue it for this Certificate (another app's): it is not overwritten.
+        SecretInUse,
+        /// CertificateReady: a Certificate of that name exists and is not this
+        /// VirtualServer's: it is not taken over.
+        CertificateInUse,
         /// ConfigLive: no edge pod is ready.
         NoPodsServing,
         /// ConfigLive: every serving pod serves the desired config.
@@ -223,6 +229,6 @@ mod tests {
         );
         assert_eq!(EventReason::Rejected.as_str(), "Rejected");
         assert_eq!(ConditionType::ALL.len(), 6);
-        assert_eq!(Reason::ALL.len(), 20);
+        assert_eq!(Reason::ALL.len(), 22);
     }
 }
