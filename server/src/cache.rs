@@ -136,11 +136,16 @@ impl FileEntry {
 
     fn weight(&self) -> u64 {
         const ENTRY_OVERHEAD: u64 = 512;
-        let mem = |v: &Variant| match &v.data {
-            Data::Memory(b, _) => b.len() as u64,
-            Data::File(_) => 0,
+        // An open descriptor is charged as if it were bytes, so the budget bounds them too
+        // (64 MiB: at most 16,384): a crawler walking a site of large files (512 bytes
+        // each otherwise) would hold hundreds of thousands open, up to EMFILE.
+        const DESCRIPTOR: u64 = 4096;
+        let cost = |v: &Variant| match &v.data {
+            Data::Memory(b, None) => b.len() as u64,
+            Data::Memory(b, Some(_)) => b.len() as u64 + DESCRIPTOR,
+            Data::File(_) => DESCRIPTOR,
         };
-        ENTRY_OVERHEAD + mem(&self.identity) + self.encoded.iter().map(mem).sum::<u64>()
+        ENTRY_OVERHEAD + cost(&self.identity) + self.encoded.iter().map(cost).sum::<u64>()
     }
 }
 
@@ -264,6 +269,12 @@ impl FileCache {
     /// Bytes currently held, by the cache's own weighing.
     pub fn weight(&self) -> u64 {
         self.entries.weight()
+    }
+
+    /// Entries currently held.
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.entries.len()
     }
 
     /// Every hit reads the clock; a revalidation interval needs no finer step than a tick.

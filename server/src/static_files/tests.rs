@@ -553,6 +553,32 @@ fn cache_is_bounded_in_bytes() {
     );
 }
 
+/// Files too large to hold in memory keep only a descriptor, which the budget charges as
+/// 4 KiB: a walk over many such files leaves a bounded number of them open.
+#[test]
+fn open_descriptors_are_bounded_by_the_budget() {
+    let s = site_with(
+        default_options(),
+        CacheSettings {
+            max_file_size: 1024,
+            max_bytes: 64 * 1024,
+            revalidate: Duration::from_secs(60),
+            ..CacheSettings::default()
+        },
+        |p| {
+            for i in 0..100 {
+                std::fs::write(p.join(format!("f{i}.bin")), vec![1u8; 2048]).unwrap();
+            }
+        },
+    );
+    for i in 0..100 {
+        let r = s.files.respond(&get(&format!("/f{i}.bin")));
+        assert_eq!(r.status, StatusCode::OK);
+    }
+    let held = s.files.cache().len();
+    assert!(held <= 64 * 1024 / 4096, "{held} files held open");
+}
+
 /// A file of `max_file_size` is kept whatever the CPU count: quick_cache splits the budget
 /// into shards and silently refuses an entry heavier than one shard's part, so with its
 /// default of 4 shards per CPU a file of half the budget was read again on every request.

@@ -65,7 +65,9 @@ pub struct CacheConfig {
     /// Files up to this many bytes are held in memory.
     #[serde(default = "default_max_file_size")]
     pub max_file_size: u64,
-    /// Total bytes the cache may hold.
+    /// Total bytes the cache may hold. Each entry is charged 512 bytes besides its
+    /// content, and each descriptor it keeps open (files from 16 KiB, for sendfile) 4 KiB,
+    /// so this also bounds the files held open.
     #[serde(default = "default_max_bytes")]
     pub max_bytes: u64,
     /// How often a cached file is re-checked with stat, e.g. `1s` or `250ms`.
