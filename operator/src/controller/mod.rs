@@ -159,35 +159,20 @@ async fn reconcile_inner(vs: &VirtualServer, ctx: &Context) -> Result<Action> {
 
     // Applying.
     let missing = observe::missing_refs(client, &ns, &vs).await?;
-    let applied = match apply::children(client, &ns, &vs, &children).await {
-        Ok(applied) => applied,
-        Err(e) => {
-            if let Error::Kube(kube::Error::Api(refusal)) = &e {
-                let note = format!("the API server refused a child: {}", refusal.message);
-                let status = status::apply_failed(&old, vs.metadata.generation, &note);
-                if status::write(client, &vs, &old, status).await? {
-                    publish(
-                        ctx,
-                        &vs,
-                        EventType::Warning,
-                        EventReason::ApplyFailed,
-                        &note,
-                    )
-                    .await;
-                }
-            }
-            return Err(e);
-        }
-    };
+    let applied = apply::children(client, &ns, &vs, &children).await;
+    let applied = reported(ctx, &vs, &old, applied).await?;
 
-    // Integrations.
-    let monitored = integrations::monitoring(client, &ns, &vs, &children).await?;
+    // Integrations: a ServiceMonitor or Certificate refused (cert-manager's webhook down
+    // during its upgrade, a Certificate another controller owns) is reported the same way.
+    let monitored = integrations::monitoring(client, &ns, &vs, &children).await;
+    let monitored = reported(ctx, &vs, &old, monitored).await?;
     let had_certificate = old
         .conditions
         .iter()
         .any(|c| c.is(ConditionType::CertificateReady));
     let certificates =
-        integrations::certificates(client, &ns, &vs, &children, had_certificate).await?;
+        integrations::certificates(client, &ns, &vs, &children, had_certificate).await;
+    let certificates = reported(ctx, &vs, &old, certificates).await?;
 
     // Status.
     let served = observe::served(client, &ns, &vs, &rendered.hash).await?;
@@ -221,6 +206,26 @@ async fn reconcile_inner(vs: &VirtualServer, ctx: &Context) -> Result<Action> {
         }
     }
     Ok(Action::requeue(observed.requeue_after()))
+}
+
+/// Passes `result` on; an API server's refusal also sets `Ready=False ApplyFailed` with its
+/// message, and a Warning Event, so it is seen without the operator's log. The reconcile
+/// then fails and is retried with backoff.
+async fn reported<T>(
+    ctx: &Context,
+    vs: &VirtualServer,
+    old: &VirtualServerStatus,
+    result: Result<T>,
+) -> Result<T> {
+    let Err(Error::Kube(kube::Error::Api(refusal))) = &result else {
+        return result;
+    };
+    let note = format!("the API server refused a child: {}", refusal.message);
+    let status = status::apply_failed(old, vs.metadata.generation, &note);
+    if status::write(&ctx.client, vs, old, status).await? {
+        publish(ctx, vs, EventType::Warning, EventReason::ApplyFailed, &note).await;
+    }
+    result
 }
 
 /// Writes the status of a spec that is not applied, with a Warning Event when it changed.

@@ -1587,3 +1587,44 @@ async fn a_child_the_api_server_refuses_is_reported_in_ready_and_an_event() {
     );
     assert_eq!(note, message);
 }
+
+/// A Certificate the API server refuses (cert-manager's webhook) is reported as a refused
+/// child is, instead of the reconcile failing before any status is written.
+#[tokio::test]
+async fn a_certificate_the_api_server_refuses_is_reported_in_ready_and_an_event() {
+    let spec = tls_spec(json!({ "issuerRef": { "name": "le", "kind": "ClusterIssuer" } }));
+    let (result, (status, note)) = run(virtual_server(spec, None), |mut api| async move {
+        api.children(true).await;
+        api.certificate_crd(true).await;
+        api.secret_metadata("shop-tls", None).await;
+        api.cluster_issuer(dns01()).await;
+        api.certificate_metadata("shop", None).await;
+        api.expect(
+            Method::PATCH,
+            "/apis/cert-manager.io/v1/namespaces/web/certificates/shop",
+        )
+        .await
+        .answer(
+            StatusCode::BAD_REQUEST,
+            json!({ "apiVersion": "v1", "kind": "Status", "status": "Failure",
+                    "message": "admission webhook \"webhook.cert-manager.io\" denied the request: spec.privateKey: invalid",
+                    "reason": "BadRequest", "code": 400 }),
+        );
+        let status = api.expect_status().await;
+        let note = api.expect_warning(EventReason::ApplyFailed).await;
+        (api, (status, note))
+    })
+    .await;
+    assert!(result.is_err(), "retried with backoff");
+    let ready = condition(&status, ConditionType::Ready);
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("False", "ApplyFailed")
+    );
+    assert!(
+        ready.message.contains("webhook.cert-manager.io"),
+        "{}",
+        ready.message
+    );
+    assert_eq!(note, ready.message);
+}
