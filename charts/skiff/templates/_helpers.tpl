@@ -25,10 +25,12 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- define "skiff.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create -}}
 {{- default (include "skiff.fullname" .) .Values.serviceAccount.name -}}
-{{- else -}}
+{{- else if .Values.rbac.create -}}
 {{- /* Falling back to "default" would bind the operator's ClusterRole to every pod of
 the namespace that names no ServiceAccount. */ -}}
-{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name -}}
+{{- required "serviceAccount.name is required when serviceAccount.create is false and rbac.create is true" .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
 {{- end -}}
 {{- end -}}
 

@@ -27,7 +27,7 @@ use std::collections::BTreeMap;
 
 pub use autoscaler::{autoscaler, pool_autoscaler};
 pub use edge::{config_map, deployment, disruption_budget, metrics_service, service};
-pub use names::conflict;
+pub use names::collisions;
 pub use network_policy::{
     edge_network_policy, parse_labels, pool_network_policy, NetworkPolicyConfig,
 };

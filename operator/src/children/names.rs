@@ -1,8 +1,8 @@
-//! The names a VirtualServer's children take, and the older VirtualServer in the same
-//! namespace that already takes one of them: `a` with pool `b` and a VirtualServer `a-b`
-//! would both apply a Deployment `a-b`, and each reconcile would take it from the other.
+//! The names a VirtualServer's children take, and the other VirtualServers in the same
+//! namespace that take one of them too: `a` with pool `b` and a VirtualServer `a-b` would
+//! both apply a Deployment `a-b`, and each reconcile would take it from the other.
 
-use crate::crd::VirtualServer;
+use crate::crd::{ConditionType, Reason, VirtualServer};
 use crate::render::{pool_workload_name, METRICS_SUFFIX};
 use kube::ResourceExt;
 use std::sync::Arc;
@@ -70,28 +70,85 @@ fn precedes(peer: &VirtualServer, vs: &VirtualServer) -> bool {
     (created(peer), peer.name_any()) < (created(vs), vs.name_any())
 }
 
-/// The message of `Accepted=False` when an older VirtualServer in the same namespace
-/// (among `peers`, the controller's cache) already takes a name `vs` would apply.
-pub fn conflict(vs: &VirtualServer, peers: &[Arc<VirtualServer>]) -> Option<String> {
+fn refused_for_a_name(vs: &VirtualServer) -> bool {
+    vs.status.as_ref().is_some_and(|s| {
+        s.conditions.iter().any(|c| {
+            c.is(ConditionType::Accepted)
+                && c.status == "False"
+                && c.reason == Reason::NameConflict.as_str()
+        })
+    })
+}
+
+/// A name `vs` would apply that a peer in its namespace takes too.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Collision {
+    pub kind: &'static str,
+    pub name: String,
+    /// The peer's uid, to tell whether it holds the live object.
+    pub peer_uid: String,
+    /// Whether the peer keeps the name when neither holds the object: it is older.
+    pub peer_first: bool,
+    /// "Deployment "a-b" (the edge here) is also the workload of pool b of VirtualServer "a"".
+    what: String,
+}
+
+impl Collision {
+    /// The message of `Accepted=False`, with why the peer keeps the name.
+    pub fn message(&self, peer_holds_it: bool) -> String {
+        let why = if peer_holds_it {
+            "which holds it"
+        } else {
+            "which is older"
+        };
+        format!(
+            "{}, {why}; nothing is applied until one of them is renamed",
+            self.what
+        )
+    }
+}
+
+/// Every name `vs` would apply that another VirtualServer in its namespace (among
+/// `peers`, the controller's cache) takes too, at most one per peer. A peer being deleted
+/// gives its names up, and one refused for a name applies nothing.
+pub fn collisions(vs: &VirtualServer, peers: &[Arc<VirtualServer>]) -> Vec<Collision> {
     let ns = vs.namespace();
     let ours = claims(vs);
     peers
         .iter()
-        .filter(|p| p.namespace() == ns && p.uid() != vs.uid() && precedes(p, vs))
-        .find_map(|peer| {
+        .filter(|p| p.namespace() == ns && p.uid() != vs.uid())
+        .filter(|p| p.metadata.deletion_timestamp.is_none() && !refused_for_a_name(p))
+        .filter_map(|peer| {
             let theirs = claims(peer);
             ours.iter().find_map(|mine| {
                 let taken = theirs
                     .iter()
                     .find(|t| t.kind == mine.kind && t.name == mine.name)?;
-                Some(format!(
-                    "{} {:?} ({} here) is also {} of VirtualServer {:?}, which is older; nothing is applied until one of them is renamed",
-                    mine.kind,
-                    mine.name,
-                    mine.role,
-                    taken.role,
-                    peer.name_any(),
-                ))
+                Some(Collision {
+                    kind: mine.kind,
+                    name: mine.name.clone(),
+                    peer_uid: peer.uid().unwrap_or_default(),
+                    peer_first: precedes(peer, vs),
+                    what: format!(
+                        "{} {:?} ({} here) is also {} of VirtualServer {:?}",
+                        mine.kind,
+                        mine.name,
+                        mine.role,
+                        taken.role,
+                        peer.name_any(),
+                    ),
+                })
             })
         })
+        .collect()
+}
+
+/// The message of `Accepted=False` when, by age alone, an older VirtualServer in the
+/// namespace keeps a name `vs` would apply (the controller also asks who holds it).
+#[cfg(test)]
+pub fn conflict(vs: &VirtualServer, peers: &[Arc<VirtualServer>]) -> Option<String> {
+    collisions(vs, peers)
+        .into_iter()
+        .find(|c| c.peer_first)
+        .map(|c| c.message(false))
 }

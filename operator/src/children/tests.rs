@@ -1,4 +1,4 @@
-use super::names::claims;
+use super::names::{claims, conflict};
 use super::third_party::IssuerSpec;
 use super::*;
 use crate::render;
@@ -985,5 +985,34 @@ fn the_service_monitor_carries_the_prometheus_selectors_labels_but_keeps_its_own
             .get("release"),
         None,
         "only the ServiceMonitor"
+    );
+}
+
+#[test]
+fn a_peer_being_deleted_or_refused_for_a_name_takes_no_names() {
+    let a = created("a", "web", "2026-01-01T00:00:00Z", with_pool("b"));
+    let ab = created("a-b", "web", "2026-01-02T00:00:00Z", plain());
+    let mut leaving = (*a).clone();
+    leaving.metadata.deletion_timestamp =
+        Some(serde_json::from_value(json!("2026-01-03T00:00:00Z")).unwrap());
+    assert_eq!(
+        conflict(&ab, &[std::sync::Arc::new(leaving), ab.clone()]),
+        None
+    );
+    let mut refused = (*a).clone();
+    refused.status = Some(
+        serde_json::from_value(json!({ "conditions": [{
+            "type": "Accepted", "status": "False", "reason": "NameConflict",
+            "message": "…", "lastTransitionTime": "2026-01-03T00:00:00Z"
+        }] }))
+        .unwrap(),
+    );
+    assert_eq!(
+        conflict(&ab, &[std::sync::Arc::new(refused), ab.clone()]),
+        None
+    );
+    assert!(
+        conflict(&ab, &[a, ab.clone()]).is_some(),
+        "as it is, a keeps its names"
     );
 }

@@ -8,7 +8,7 @@ use crate::crd::VirtualServer;
 use crate::Result;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
-use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::NamespaceResourceScope;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, Preconditions};
@@ -131,6 +131,43 @@ where
     match object {
         Some(object) => apply(client, ns, object).await.map(drop),
         None => delete_if_owned::<K>(client, ns, name, owner).await,
+    }
+}
+
+/// The uid of the controller of the live object `kind`/`name` (a kind
+/// `children::claims` names), if it exists and has one. A Secret's controller is its
+/// Certificate, not a VirtualServer: `None`, and age decides.
+pub(super) async fn controller_of(
+    client: &Client,
+    ns: &str,
+    kind: &str,
+    name: &str,
+) -> Result<Option<String>> {
+    async fn read<K>(client: &Client, ns: &str, name: &str) -> Result<Option<String>>
+    where
+        K: Resource<Scope = NamespaceResourceScope> + Clone + Debug + DeserializeOwned,
+        <K as Resource>::DynamicType: Default,
+    {
+        let api: Api<K> = Api::namespaced(client.clone(), ns);
+        let found = match api.get_metadata_opt(name).await {
+            Ok(found) => found,
+            // cert-manager's CRD absent: no Certificate holds the name.
+            Err(kube::Error::Api(s)) if s.code == 404 => None,
+            Err(e) => return Err(e.into()),
+        };
+        Ok(found.and_then(|m| {
+            m.owner_references()
+                .iter()
+                .find(|o| o.controller == Some(true))
+                .map(|o| o.uid.clone())
+        }))
+    }
+    match kind {
+        "Deployment" => read::<Deployment>(client, ns, name).await,
+        "Service" => read::<Service>(client, ns, name).await,
+        "ConfigMap" => read::<ConfigMap>(client, ns, name).await,
+        "Certificate" => read::<crate::children::Certificate>(client, ns, name).await,
+        _ => Ok(None),
     }
 }
 

@@ -10,6 +10,7 @@ use crate::crd::{CertificateGroup, IssuerRef, Reason, VirtualServer};
 use crate::Result;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{DeleteParams, ListParams};
 use kube::core::PartialObjectMeta;
 use kube::{Api, Client, ResourceExt};
@@ -109,6 +110,8 @@ pub(super) async fn certificates(
             Some(_) => {
                 let name = g.certificate_name(vs);
                 if let Some(refusal) = taken(client, ns, vs, &name, found.as_ref()).await? {
+                    // A Certificate of that name this VirtualServer made stays as it is.
+                    wanted.push(name);
                     outcomes.push((g.field(), refusal));
                     continue;
                 }
@@ -147,10 +150,11 @@ pub(super) async fn certificates(
 /// The annotation cert-manager puts on a Secret it writes: the Certificate's name.
 const ISSUED_FOR: &str = "cert-manager.io/certificate-name";
 
-/// Why the Certificate `name` must not be applied: its Secret exists and cert-manager did
-/// not write it for this Certificate (an app's own certificate, which cert-manager would
-/// overwrite), or a Certificate of that name exists that this VirtualServer does not own
-/// (a forced apply would take it over, and its deletion later delete it).
+/// Why the Certificate `name` must not be applied: its Secret exists and was not issued
+/// for a Certificate of this VirtualServer's (an app's own certificate, or one another
+/// Certificate keeps, which cert-manager would overwrite), or a Certificate of that name
+/// exists that is not this VirtualServer's (a forced apply would take it over, and its
+/// deletion later delete it). A Secret issued for a Certificate since deleted is free.
 async fn taken(
     client: &Client,
     ns: &str,
@@ -158,13 +162,22 @@ async fn taken(
     name: &str,
     secret: Option<&PartialObjectMeta<Secret>>,
 ) -> Result<Option<Outcome>> {
+    let certificates = Api::<Certificate>::namespaced(client.clone(), ns);
     if let Some(secret) = secret {
         let issued_for = secret.annotations().get(ISSUED_FOR).map(String::as_str);
-        if issued_for != Some(name) {
-            let whose = match issued_for {
-                Some(other) => format!("cert-manager issued it for Certificate {other}"),
-                None => "cert-manager did not issue it".into(),
-            };
+        let whose = match issued_for {
+            Some(other) if other == name => None,
+            // Moved between this VirtualServer's certificates, or its Certificate is gone.
+            Some(other) => match certificates.get_metadata_opt(other).await? {
+                Some(c) if !this_virtual_servers(c.owner_references(), vs) => Some(format!(
+                    "cert-manager issued it for Certificate {other}, which is not this \
+                     VirtualServer's"
+                )),
+                _ => None,
+            },
+            None => Some("cert-manager did not issue it".to_owned()),
+        };
+        if let Some(whose) = whose {
             return Ok(Some(Outcome::no(
                 Reason::SecretInUse,
                 format!(
@@ -175,10 +188,8 @@ async fn taken(
             )));
         }
     }
-    let certificates = Api::<Certificate>::namespaced(client.clone(), ns);
-    let uid = vs.uid().unwrap_or_default();
     match certificates.get_metadata_opt(name).await? {
-        Some(c) if !c.owner_references().iter().any(|o| o.uid == uid) => Ok(Some(Outcome::no(
+        Some(c) if !this_virtual_servers(c.owner_references(), vs) => Ok(Some(Outcome::no(
             Reason::CertificateInUse,
             format!(
                 "Certificate {name} exists and is not this VirtualServer's; it is not taken \
@@ -187,6 +198,18 @@ async fn taken(
         ))),
         _ => Ok(None),
     }
+}
+
+/// Whether an object belongs to this VirtualServer: by its uid, or to a VirtualServer of
+/// the same name and namespace since deleted (`--cascade=orphan`, or garbage collection
+/// not done yet), whose Certificates this one takes on.
+fn this_virtual_servers(owners: &[OwnerReference], vs: &VirtualServer) -> bool {
+    owners.iter().any(|o| {
+        vs.uid().is_some_and(|uid| o.uid == uid)
+            || (o.kind == "VirtualServer"
+                && o.api_version.starts_with("skiff.dev/")
+                && o.name == vs.name_any())
+    })
 }
 
 /// One condition from each certificate's: the only one as it is; with several, True when

@@ -217,9 +217,14 @@ async fn reported<T>(
     old: &VirtualServerStatus,
     result: Result<T>,
 ) -> Result<T> {
+    // A refusal (invalid, denied by a webhook or RBAC), not the API server's trouble
+    // (429, 5xx) nor a race (404, 409), which the retry alone takes care of.
     let Err(Error::Kube(kube::Error::Api(refusal))) = &result else {
         return result;
     };
+    if !(400..500).contains(&refusal.code) || [404, 409, 429].contains(&refusal.code) {
+        return result;
+    }
     let note = format!("the API server refused a child: {}", refusal.message);
     let status = status::apply_failed(old, vs.metadata.generation, &note);
     if status::write(&ctx.client, vs, old, status).await? {
@@ -248,16 +253,31 @@ async fn refuse(
 /// whether an older VirtualServer takes its names; past it, the reconcile is retried.
 const PEERS_READY_WAIT: Duration = Duration::from_secs(30);
 
-/// The message of a name an older VirtualServer already takes, from the controller's cache
-/// once it is filled (a reconcile may start before the first list ends).
+/// The message of a name another VirtualServer keeps, from the controller's cache once it
+/// is filled (a reconcile may start before the first list ends). The one that holds the
+/// live object keeps it, so an edit to an older VirtualServer does not take a running
+/// newer one's objects; when neither holds it, the older keeps it.
 async fn name_conflict(ctx: &Context, vs: &VirtualServer) -> Result<Option<String>> {
     let Some(peers) = ctx.peers.get() else {
         return Ok(None);
     };
-    match tokio::time::timeout(PEERS_READY_WAIT, peers.wait_until_ready()).await {
-        Ok(Ok(())) => Ok(crate::children::conflict(vs, &peers.state())),
-        _ => Err(Error::CacheNotReady),
+    if !matches!(
+        tokio::time::timeout(PEERS_READY_WAIT, peers.wait_until_ready()).await,
+        Ok(Ok(()))
+    ) {
+        return Err(Error::CacheNotReady);
     }
+    let ns = vs.namespace().unwrap_or_default();
+    let ours = vs.uid().unwrap_or_default();
+    for c in crate::children::collisions(vs, &peers.state()) {
+        match apply::controller_of(&ctx.client, &ns, c.kind, &c.name).await? {
+            Some(uid) if uid == ours => continue,
+            Some(uid) if uid == c.peer_uid => return Ok(Some(c.message(true))),
+            _ if c.peer_first => return Ok(Some(c.message(false))),
+            _ => continue,
+        }
+    }
+    Ok(None)
 }
 
 async fn publish(

@@ -440,9 +440,9 @@ impl ApiServer {
         }
     }
 
-    /// A read of Certificate `name`'s metadata before it is applied: `owner` is the uid
-    /// of its controller, `None`: it does not exist.
-    async fn certificate_metadata(&mut self, name: &str, owner: Option<&str>) {
+    /// A read of Certificate `name`'s metadata before it is applied: `owner` is its
+    /// controlling VirtualServer's name and uid, `None`: it does not exist.
+    async fn certificate_metadata(&mut self, name: &str, owner: Option<(&str, &str)>) {
         let call = self
             .expect(
                 Method::GET,
@@ -451,11 +451,11 @@ impl ApiServer {
             .await;
         match owner {
             None => call.not_found(),
-            Some(uid) => call.ok(json!({
+            Some((owner, uid)) => call.ok(json!({
                 "apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
                 "metadata": { "name": name, "namespace": "web",
                               "ownerReferences": [{ "apiVersion": "skiff.dev/v1alpha1",
-                                  "kind": "VirtualServer", "name": "shop", "uid": uid,
+                                  "kind": "VirtualServer", "name": owner, "uid": uid,
                                   "controller": true }] }
             })),
         }
@@ -810,45 +810,94 @@ async fn an_invalid_config_is_refused_with_the_validators_message_and_nothing_is
     assert_eq!(result.unwrap(), Action::requeue(Duration::from_secs(300)));
 }
 
-/// A VirtualServer `shop` made after one named `shop-metrics`: its metrics Service would
-/// be the other's edge Service. It applies nothing, says which name and whose, and looks
-/// again soon.
+/// `shop` and `shop-metrics`: the metrics Service of one is the edge Service of the other.
+fn shop_and_shop_metrics(shop_first: bool) -> (Arc<VirtualServer>, Arc<VirtualServer>) {
+    let at = |first: bool| {
+        if first {
+            "2026-01-01T00:00:00Z"
+        } else {
+            "2026-02-01T00:00:00Z"
+        }
+    };
+    let mut peer: VirtualServer = (*virtual_server(valid_spec(), None)).clone();
+    peer.metadata.name = Some("shop-metrics".into());
+    peer.metadata.uid = Some("peer-uid".into());
+    peer.metadata.creation_timestamp =
+        Some(serde_json::from_value(json!(at(!shop_first))).unwrap());
+    let mut shop: VirtualServer = (*virtual_server(valid_spec(), None)).clone();
+    shop.metadata.creation_timestamp = Some(serde_json::from_value(json!(at(shop_first))).unwrap());
+    (Arc::new(shop), Arc::new(peer))
+}
+
+impl ApiServer {
+    /// A read of Service `name`'s metadata: `controller` is its controller's uid.
+    async fn service_metadata(&mut self, name: &str, controller: Option<&str>) {
+        let call = self
+            .expect(
+                Method::GET,
+                &format!("/api/v1/namespaces/web/services/{name}"),
+            )
+            .await;
+        match controller {
+            None => call.not_found(),
+            Some(uid) => call.ok(json!({
+                "apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+                "metadata": { "name": name, "namespace": "web",
+                              "ownerReferences": [{ "apiVersion": "skiff.dev/v1alpha1",
+                                  "kind": "VirtualServer", "name": "x", "uid": uid,
+                                  "controller": true }] }
+            })),
+        }
+    }
+}
+
+/// A name another VirtualServer keeps is refused before anything is applied, with which
+/// name and whose, and looked at again soon: when neither holds the live object, the older
+/// keeps it; when the newer holds it (it ran first, and the older was edited to want it),
+/// the newer keeps it. One that holds the name itself goes on.
 #[tokio::test]
-async fn a_name_an_older_virtual_server_takes_is_refused_and_nothing_is_applied() {
-    let mut older: VirtualServer = (*virtual_server(valid_spec(), None)).clone();
-    older.metadata.name = Some("shop-metrics".into());
-    older.metadata.uid = Some("older-uid".into());
-    older.metadata.creation_timestamp =
-        Some(serde_json::from_value(json!("2026-01-01T00:00:00Z")).unwrap());
-    let mut newer: VirtualServer = (*virtual_server(valid_spec(), None)).clone();
-    newer.metadata.creation_timestamp =
-        Some(serde_json::from_value(json!("2026-02-01T00:00:00Z")).unwrap());
-    let (result, (status, note)) =
-        run_among(&[Arc::new(older)], Arc::new(newer), |mut api| async move {
+async fn a_name_another_virtual_server_keeps_is_refused_and_nothing_is_applied() {
+    for (shop_first, holder, why) in [
+        (false, None, "which is older"),
+        (true, Some("peer-uid"), "which holds it"),
+    ] {
+        let (shop, peer) = shop_and_shop_metrics(shop_first);
+        let (result, (status, note)) = run_among(&[peer], shop, |mut api| async move {
+            api.service_metadata("shop-metrics", holder).await;
             let status = api.expect_status().await;
             let note = api.expect_warning(EventReason::Rejected).await;
             (api, (status, note))
         })
         .await;
-    assert_eq!(result.unwrap(), Action::requeue(Duration::from_secs(30)));
-    let accepted = condition(&status, ConditionType::Accepted);
-    assert_eq!(
-        (accepted.status.as_str(), accepted.reason.as_str()),
-        ("False", "NameConflict")
-    );
-    assert!(
-        accepted.message.starts_with(
-            r#"Service "shop-metrics" (the metrics Service here) is also the edge of VirtualServer "shop-metrics", which is older"#
-        ),
-        "{}",
-        accepted.message
-    );
-    assert_eq!(note, accepted.message);
-    let ready = condition(&status, ConditionType::Ready);
-    assert_eq!(
-        (ready.status.as_str(), ready.reason.as_str()),
-        ("False", "NameConflict")
-    );
+        assert_eq!(result.unwrap(), Action::requeue(Duration::from_secs(30)));
+        let accepted = condition(&status, ConditionType::Accepted);
+        assert_eq!(
+            (accepted.status.as_str(), accepted.reason.as_str()),
+            ("False", "NameConflict")
+        );
+        let expected = format!(
+            r#"Service "shop-metrics" (the metrics Service here) is also the edge of VirtualServer "shop-metrics", {why}; nothing is applied until one of them is renamed"#
+        );
+        assert_eq!(accepted.message, expected);
+        assert_eq!(note, accepted.message);
+        let ready = condition(&status, ConditionType::Ready);
+        assert_eq!(
+            (ready.status.as_str(), ready.reason.as_str()),
+            ("False", "NameConflict")
+        );
+    }
+
+    // The newer holding its own name goes on, older peer or not.
+    let (shop, peer) = shop_and_shop_metrics(false);
+    let (result, ()) = run_among(&[peer], shop, |mut api| async move {
+        api.service_metadata("shop-metrics", Some("vs-uid")).await;
+        api.accepted_children(true).await;
+        api.expect_status().await;
+        api.expect_event(EventReason::Created).await;
+        (api, ())
+    })
+    .await;
+    assert!(result.is_ok());
 }
 
 #[tokio::test]
@@ -934,7 +983,8 @@ async fn an_issued_certificate_is_served_over_https_and_one_no_longer_asked_for_
         api.secret_metadata_issued("shop-tls", Some("7"), Some("shop"))
             .await;
         api.cluster_issuer(dns01()).await;
-        api.certificate_metadata("shop", Some("vs-uid")).await;
+        api.certificate_metadata("shop", Some(("shop", "vs-uid")))
+            .await;
         let ready = json!({ "status": { "conditions": [{
             "type": "Ready", "status": "True", "reason": "Ready",
             "message": "Certificate is up to date and has not expired"
@@ -1009,32 +1059,27 @@ async fn an_issued_certificate_is_served_over_https_and_one_no_longer_asked_for_
     assert_eq!(status.served_certificates, [], "no pod serves yet");
 }
 
-/// An issuer's Certificate is not requested over what is someone else's: a Secret of that
-/// name cert-manager did not issue for it (cert-manager would overwrite another app's
-/// certificate), or a Certificate of that name this VirtualServer does not own (a forced
-/// apply would take it over). Each is said in CertificateReady and looked at every minute.
+/// An issuer's Certificate is not requested over what is someone else's: a Secret
+/// cert-manager did not issue, or issued for another app's Certificate (cert-manager would
+/// overwrite it), or a Certificate of that name another VirtualServer owns (a forced apply
+/// would take it over). Each is said in CertificateReady and looked at every minute; an
+/// own Certificate of that name is kept, not deleted.
 #[tokio::test]
 async fn a_certificate_is_not_requested_over_another_apps_secret_or_certificate() {
     let spec = tls_spec(json!({ "issuerRef": { "name": "le", "kind": "ClusterIssuer" } }));
-    for (secret, issued_for, owner, reason, message) in [
+    for (case, reason, message) in [
         (
-            Some("3"),
-            None,
-            None,
+            "a Secret of the user's",
             "SecretInUse",
             "Secret shop-tls exists and cert-manager did not issue it; Certificate shop would overwrite it",
         ),
         (
-            Some("3"),
-            Some("billing"),
-            None,
+            "issued for another app",
             "SecretInUse",
-            "Secret shop-tls exists and cert-manager issued it for Certificate billing;",
+            "Secret shop-tls exists and cert-manager issued it for Certificate billing, which is not this VirtualServer's;",
         ),
         (
-            None,
-            None,
-            Some("other-uid"),
+            "another's Certificate",
             "CertificateInUse",
             "Certificate shop exists and is not this VirtualServer's",
         ),
@@ -1043,14 +1088,27 @@ async fn a_certificate_is_not_requested_over_another_apps_secret_or_certificate(
         let (result, status) = run(vs, |mut api| async move {
             api.children(true).await;
             api.certificate_crd(true).await;
-            api.secret_metadata_issued("shop-tls", secret, issued_for)
-                .await;
-            api.cluster_issuer(dns01()).await;
-            if secret.is_none() {
-                api.certificate_metadata("shop", owner).await;
+            match case {
+                "a Secret of the user's" => {
+                    api.secret_metadata_issued("shop-tls", Some("3"), None).await;
+                    api.cluster_issuer(dns01()).await;
+                }
+                "issued for another app" => {
+                    api.secret_metadata_issued("shop-tls", Some("3"), Some("billing"))
+                        .await;
+                    api.cluster_issuer(dns01()).await;
+                    api.certificate_metadata("billing", Some(("billing", "billing-uid")))
+                        .await;
+                }
+                _ => {
+                    api.secret_metadata("shop-tls", None).await;
+                    api.cluster_issuer(dns01()).await;
+                    api.certificate_metadata("shop", Some(("billing", "billing-uid")))
+                        .await;
+                }
             }
-            // Nothing applied; the other's Certificate is not deleted either.
-            api.certificate_list(&[]).await;
+            // Nothing applied or deleted: this VirtualServer's own `shop` stays.
+            api.certificate_list(&[("shop", "vs-uid")]).await;
             api.no_pods().await;
             let status = api.expect_status().await;
             api.expect_event(EventReason::Created).await;
@@ -1061,9 +1119,63 @@ async fn a_certificate_is_not_requested_over_another_apps_secret_or_certificate(
         let ready = condition(&status, ConditionType::CertificateReady);
         assert_eq!(
             (ready.status.as_str(), ready.reason.as_str()),
-            ("False", reason)
+            ("False", reason),
+            "{case}"
         );
         assert!(ready.message.starts_with(message), "{}", ready.message);
+    }
+}
+
+/// What is this VirtualServer's is not refused: a Secret issued for another of its
+/// Certificates (secretNames moved between its certificates), or for a Certificate since
+/// deleted, and a Certificate left by a VirtualServer of the same name deleted before
+/// (`--cascade=orphan`), which this one takes on.
+#[tokio::test]
+async fn a_certificate_over_what_this_virtual_server_had_is_requested() {
+    let spec = tls_spec(json!({ "issuerRef": { "name": "le", "kind": "ClusterIssuer" } }));
+    for case in ["moved", "deleted", "predecessor"] {
+        let vs = virtual_server(spec.clone(), None);
+        let (result, certificate) = run(vs, |mut api| async move {
+            api.children(true).await;
+            api.certificate_crd(true).await;
+            match case {
+                "moved" => {
+                    api.secret_metadata_issued("shop-tls", Some("3"), Some("b-tls"))
+                        .await;
+                    api.cluster_issuer(dns01()).await;
+                    api.certificate_metadata("b-tls", Some(("shop", "vs-uid")))
+                        .await;
+                    api.certificate_metadata("shop", None).await;
+                }
+                "deleted" => {
+                    api.secret_metadata_issued("shop-tls", Some("3"), Some("gone"))
+                        .await;
+                    api.cluster_issuer(dns01()).await;
+                    api.certificate_metadata("gone", None).await;
+                    api.certificate_metadata("shop", None).await;
+                }
+                _ => {
+                    api.secret_metadata("shop-tls", None).await;
+                    api.cluster_issuer(dns01()).await;
+                    api.certificate_metadata("shop", Some(("shop", "old-uid")))
+                        .await;
+                }
+            }
+            let certificate = api
+                .expect_apply(
+                    "/apis/cert-manager.io/v1/namespaces/web/certificates/shop",
+                    json!({}),
+                )
+                .await;
+            api.certificate_list(&[("shop", "vs-uid")]).await;
+            api.no_pods().await;
+            api.expect_status().await;
+            api.expect_event(EventReason::Created).await;
+            (api, certificate)
+        })
+        .await;
+        assert!(result.is_ok(), "{case}");
+        assert_eq!(certificate["spec"]["secretName"], "shop-tls", "{case}");
     }
 }
 

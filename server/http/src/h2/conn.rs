@@ -72,11 +72,12 @@ pub struct Config {
     /// Streams the peer may reset or get refused or reset for errors, net of the streams
     /// it completes (each gives one back, up to this): Rapid Reset (CVE-2023-44487).
     pub reset_budget: u32,
-    /// Streams reset, refused or reset for errors over the connection's life, whatever it
-    /// completed: cheap completions (HEAD of a cached file) would otherwise refill the
-    /// budget for ever while each reset leaves a backend working (MadeYouReset,
-    /// CVE-2025-8671). h2's `max_local_error_reset_streams` is 1024 too.
-    pub reset_lifetime: u32,
+    /// Streams reset for the peer's errors (malformed requests, heads too large, empty
+    /// DATA) over the connection's life, whatever it completed: completions would
+    /// otherwise refill the budget for ever (MadeYouReset, CVE-2025-8671). A peer's own
+    /// cancels stay under the budget alone: a browser or a proxy may send many over a long
+    /// connection. h2's `max_local_error_reset_streams` is 1024 too.
+    pub error_reset_lifetime: u32,
 }
 
 impl Default for Config {
@@ -92,7 +93,7 @@ impl Default for Config {
             max_header_block: 32 << 10,
             max_control_queued: 16 << 10,
             reset_budget: 200,
-            reset_lifetime: 1024,
+            error_reset_lifetime: 1024,
         }
     }
 }
@@ -228,8 +229,8 @@ pub struct Connection {
     settings_unacked: u32,
     pings_unacked: u32,
     reset_budget: i64,
-    /// Resets so far, against `config.reset_lifetime`.
-    resets: u32,
+    /// Resets for the peer's errors so far, against `config.error_reset_lifetime`.
+    error_resets: u32,
     /// GOAWAY sent: streams above this id are ignored.
     going_away: Option<StreamId>,
     /// Where the DATA scheduler starts its next round, so no stream starves.
@@ -300,7 +301,7 @@ impl Connection {
             settings_unacked: 1,
             pings_unacked: 0,
             reset_budget: config.reset_budget as i64,
-            resets: 0,
+            error_resets: 0,
             going_away: None,
             next_stream: 0,
             data_sent: 0,

@@ -175,13 +175,26 @@ impl Connection {
             });
         }
         self.remember(id, true);
+        self.spend_budget_for_error()
+    }
+
+    /// [`Self::spend_budget`] for a stream ended because the peer erred (a malformed
+    /// request, a head too large, empty DATA): these also count against the connection's
+    /// lifetime cap, which completed streams do not refill (MadeYouReset, CVE-2025-8671).
+    fn spend_budget_for_error(&mut self) -> Result<(), Error> {
+        self.error_resets = self.error_resets.saturating_add(1);
+        if self.error_resets > self.config.error_reset_lifetime {
+            return Err(conn_err(
+                Reason::ENHANCE_YOUR_CALM,
+                "too many streams reset for errors",
+            ));
+        }
         self.spend_budget()
     }
 
     fn spend_budget(&mut self) -> Result<(), Error> {
         self.reset_budget -= 1;
-        self.resets = self.resets.saturating_add(1);
-        if self.reset_budget < 0 || self.resets > self.config.reset_lifetime {
+        if self.reset_budget < 0 {
             return Err(conn_err(
                 Reason::ENHANCE_YOUR_CALM,
                 "too many streams reset or refused",
@@ -379,7 +392,7 @@ impl Connection {
             |_| {},
         );
         self.send_closed(id);
-        self.spend_budget()
+        self.spend_budget_for_error()
     }
 
     fn trailers(
@@ -488,7 +501,7 @@ impl Connection {
         s.recv_closed = end_stream;
         if data.is_empty() && !end_stream {
             // Free to send, work to receive: counted like a reset.
-            self.spend_budget()?;
+            self.spend_budget_for_error()?;
         }
         if !data.is_empty() || end_stream {
             self.events.push_back(Event::Data {

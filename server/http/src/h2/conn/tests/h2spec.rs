@@ -568,33 +568,48 @@ fn rapid_reset_is_cut_off_but_completed_streams_earn_credit() {
     assert_eq!(conn_error(&mut p, &rst(id)), Reason::ENHANCE_YOUR_CALM);
 }
 
-/// Completing cheap streams between resets refills the budget, but not for ever: the
-/// connection's resets have a lifetime cap.
+/// A peer's own cancels, each paid for by a completed stream, never end the connection
+/// (a browser or a proxy in front may cancel thousands over its life); streams reset for
+/// the peer's errors have a lifetime cap that completions do not refill (MadeYouReset).
 #[test]
-fn resets_paid_for_with_cheap_completions_are_cut_off_at_the_lifetime_cap() {
-    let mut p = Peer::new(Config {
+fn cancels_paid_for_by_completions_go_on_but_error_resets_hit_the_lifetime_cap() {
+    let config = Config {
         reset_budget: 10,
-        reset_lifetime: 100,
+        error_reset_lifetime: 100,
         ..Config::default()
-    });
+    };
     let rst = |id| raw(frame::RST_STREAM, 0, id, &[0, 0, 0, 8]);
-    let mut id = 1;
-    for round in 0.. {
-        // One reset, then one completed stream that gives its credit back.
-        let f = p.headers(id, &GET, false);
-        p.feed(&f).unwrap();
-        if round == 100 {
-            assert_eq!(conn_error(&mut p, &rst(id)), Reason::ENHANCE_YOUR_CALM);
-            break;
-        }
-        p.feed(&rst(id)).unwrap();
-        id += 2;
+    let complete = |p: &mut Peer, id| {
         p.get(id).unwrap();
         p.conn
             .send_response(id, StatusCode::OK, &HeaderMap::new(), true)
             .unwrap();
         p.output();
-        id += 2;
+    };
+    let mut p = Peer::new(config.clone());
+    let mut id = 1;
+    for _ in 0..300 {
+        let f = p.headers(id, &GET, false);
+        p.feed(&f).unwrap();
+        p.feed(&rst(id)).unwrap();
+        complete(&mut p, id + 2);
+        id += 4;
+    }
+
+    // A malformed request (an uppercase field name) is a stream error each time.
+    let mut p = Peer::new(config);
+    let mut bad = GET.to_vec();
+    bad.push(("X-Upper", "1"));
+    let mut id = 1;
+    for round in 0.. {
+        let f = p.headers(id, &bad, true);
+        if round == 100 {
+            assert_eq!(conn_error(&mut p, &f), Reason::ENHANCE_YOUR_CALM);
+            break;
+        }
+        p.feed(&f).unwrap();
+        complete(&mut p, id + 2);
+        id += 4;
     }
 }
 
