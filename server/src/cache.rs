@@ -235,7 +235,12 @@ pub struct FileCache {
 /// and at most 4 per CPU (quick_cache's default). Without this, 32 CPUs and the default
 /// budget cached no file over ~120 KiB, and compressed such a file again on every request.
 fn shards(settings: &CacheSettings) -> usize {
-    let heaviest = settings.max_file_size.saturating_mul(4).saturating_add(512);
+    // The entry's 512 bytes, and a file and three encoded forms, each with a descriptor.
+    let heaviest = settings
+        .max_file_size
+        .saturating_add(4096)
+        .saturating_mul(4)
+        .saturating_add(512);
     let room = heaviest.saturating_add(heaviest / 16);
     let fit = usize::try_from(settings.max_bytes / room.max(1)).unwrap_or(usize::MAX);
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -505,9 +510,10 @@ impl FileCache {
         let key = StatKey::of(st);
         let identity = self.build_variant(file, key, None)?;
         // The sidecars as revalidation will see them, whether or not they can be served: one
-        // that stats but does not open (unreadable, a symlink out of the root) or fails to
-        // read (rewritten meanwhile) is left out of the entry without making every
-        // revalidation see a change, nor failing the original's response.
+        // that stats but can never be opened (unreadable, a symlink out of the root) is
+        // left out without making every revalidation see a change. One that fails for a
+        // while (out of descriptors, rewritten meanwhile) is left out of the fingerprint
+        // too, so the next revalidation tries again; neither fails the original's response.
         let sides = sidecar_keys(root, rel, Some(key));
         let mut fingerprint = [Some(key), sides[0], sides[1], sides[2]];
         let mut encoded = Vec::new();
@@ -516,10 +522,17 @@ impl FileCache {
                 continue;
             }
             let side = format!("{rel}{}", enc.suffix());
-            let Ok(f) = root.open_file(&side) else {
-                continue;
+            let f = match root.open_file(&side) {
+                Ok(f) => f,
+                Err(e) => {
+                    if !refused_for_good(&e) {
+                        fingerprint[i + 1] = None;
+                    }
+                    continue;
+                }
             };
             let Ok(sst) = rustix::fs::fstat(&f) else {
+                fingerprint[i + 1] = None;
                 continue;
             };
             let skey = StatKey::of(&sst);
@@ -529,6 +542,7 @@ impl FileCache {
                 continue; // replaced since the stat, or older than the original: ignored
             }
             let Ok(variant) = self.build_variant(f, skey, Some(*enc)) else {
+                fingerprint[i + 1] = None;
                 continue;
             };
             fingerprint[i + 1] = Some(skey);
@@ -615,6 +629,14 @@ fn is_missing(e: &io::Error) -> bool {
     )
 }
 
+/// Whether an open failed for a reason that lasts until the file itself changes (its
+/// permissions, a link out of the root, a socket), not for the moment (no descriptors
+/// left, I/O).
+fn refused_for_good(e: &io::Error) -> bool {
+    let errno = e.raw_os_error().unwrap_or(0);
+    classify_open_error(io::Error::from_raw_os_error(errno)).is_ok()
+}
+
 fn classify_open_error(e: io::Error) -> io::Result<Lookup> {
     match e.raw_os_error() {
         Some(libc_errno::ENOENT) | Some(libc_errno::ENOTDIR) | Some(libc_errno::ENAMETOOLONG) => {
@@ -645,4 +667,32 @@ mod libc_errno {
     pub const EPERM: i32 = Errno::PERM.raw_os_error();
     pub const ENXIO: i32 = Errno::NXIO.raw_os_error();
     pub const ENODEV: i32 = Errno::NODEV.raw_os_error();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A sidecar refused for good keeps its stat in the fingerprint (no reload at every
+    /// revalidation); one refused for the moment does not (the next revalidation retries).
+    #[test]
+    fn open_errors_for_good_are_told_from_passing_ones() {
+        let e = |errno: rustix::io::Errno| io::Error::from_raw_os_error(errno.raw_os_error());
+        for lasting in [
+            rustix::io::Errno::ACCESS,
+            rustix::io::Errno::XDEV,
+            rustix::io::Errno::LOOP,
+            rustix::io::Errno::NXIO,
+        ] {
+            assert!(refused_for_good(&e(lasting)), "{lasting:?}");
+        }
+        for passing in [
+            rustix::io::Errno::MFILE,
+            rustix::io::Errno::NFILE,
+            rustix::io::Errno::IO,
+            rustix::io::Errno::NOMEM,
+        ] {
+            assert!(!refused_for_good(&e(passing)), "{passing:?}");
+        }
+    }
 }

@@ -842,6 +842,9 @@ fn websocket_upgrades_pass_through_the_http_proxy() {
         head.contains("sec-websocket-accept: s3pplmbitxaq9kygzzhzrbk+xoo="),
         "{head}"
     );
+    // The tunnel keeps its connection's place under max_connections and in the drain
+    // (hyper's connection ended at the 101).
+    assert_eq!(srv.metric("skiff_connections_open"), Some(1.0));
     // Frames 1.5 s apart, past the 2 s read timeout in all: bytes moving keep the tunnel.
     for (i, word) in ["hello", "again", "third"].into_iter().enumerate() {
         if i > 0 {
@@ -864,6 +867,11 @@ fn websocket_upgrades_pass_through_the_http_proxy() {
         "a silent tunnel was still open after 10 s"
     );
     assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    let end = Instant::now() + Duration::from_secs(5);
+    while srv.metric("skiff_connections_open") != Some(0.0) && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(srv.metric("skiff_connections_open"), Some(0.0));
 }
 
 #[test]
@@ -1329,6 +1337,11 @@ fn pool_answers_over_http2_are_framed_as_http_says_and_split_cookies_are_joined(
         "<?php echo $_SERVER['HTTP_COOKIE'] ?? 'none';",
     )
     .unwrap();
+    std::fs::write(
+        site.path().join("unchanged.php"),
+        "<?php http_response_code(304); header('Content-Length: 40'); echo 'not for the client';",
+    )
+    .unwrap();
     let h2 = "--http2-prior-knowledge";
     let (status, headers, body) = curl_i(&[h2, "-I", &srv.url("/echo.php")]);
     assert_eq!(status, 200);
@@ -1339,6 +1352,24 @@ fn pool_answers_over_http2_are_framed_as_http_says_and_split_cookies_are_joined(
     );
     let (status, _, body) = curl_i(&[h2, &srv.url("/nocontent.php")]);
     assert_eq!((status, body.as_slice()), (204, &b""[..]));
+    // A 204, or a 304, carries no length even for HEAD (RFC 9110 §8.6), as on HTTP/1.1.
+    for path in ["/nocontent.php", "/unchanged.php"] {
+        for head in [true, false] {
+            let mut args = vec![h2];
+            if head {
+                args.push("-I");
+            }
+            let url = srv.url(path);
+            args.push(&url);
+            let (status, headers, body) = curl_i(&args);
+            assert!(matches!(status, 204 | 304), "{path}: {status}");
+            assert!(body.is_empty(), "{path}");
+            assert!(
+                !headers.iter().any(|(n, _)| n == "content-length"),
+                "{path} (HEAD {head}): {headers:?}"
+            );
+        }
+    }
     let out = curl(&[
         h2,
         "-H",
@@ -1346,6 +1377,22 @@ fn pool_answers_over_http2_are_framed_as_http_says_and_split_cookies_are_joined(
         "-H",
         "cookie: theme=dark",
         &srv.url("/cookie.php"),
+    ]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "session=abc; theme=dark"
+    );
+
+    // hyper's HTTP/2 engine, kept for comparison, joins them too.
+    let config = site.path().join("skiff.yaml");
+    let hyper_engine = Server::run_config_with(&config, &["--h2-engine", "hyper"]);
+    let out = curl(&[
+        h2,
+        "-H",
+        "cookie: session=abc",
+        "-H",
+        "cookie: theme=dark",
+        &hyper_engine.url("/cookie.php"),
     ]);
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),

@@ -759,3 +759,52 @@ fn an_http2_client_that_asks_without_reading_is_not_read_on() {
         "20,000 requests were read while their responses were not"
     );
 }
+
+/// Clients that ask for a file under a shared bandwidth limit and leave at once put the
+/// bucket in debt, which makes later chunks wait long; their connections must not hold
+/// their places under max_connections through those waits.
+#[test]
+fn connections_whose_clients_left_do_not_sleep_out_a_shared_bandwidth_debt() {
+    let dir = tempfile::tempdir().unwrap();
+    let www = dir.path().join("www");
+    std::fs::create_dir_all(&www).unwrap();
+    std::fs::write(www.join("big.bin"), vec![5u8; 256 * 1024]).unwrap();
+    let config = write_config(
+        dir.path(),
+        "virtual_servers:\n  - name: site\n    default: true\n    root: www\n    rules:\n      - match: { prefix: / }\n        action: { static: {} }\n        bandwidth: { total: 4096 }\n",
+    );
+    let srv = Server::run_config(&config);
+    // The limit applies: 12 KiB at 4 KiB a second, the first second's worth at once.
+    let started = Instant::now();
+    let mut s = TcpStream::connect(srv.addr).unwrap();
+    s.write_all(
+        b"GET /big.bin HTTP/1.1\r\nHost: t\r\nRange: bytes=0-12287\r\nConnection: close\r\n\r\n",
+    )
+    .unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut all = Vec::new();
+    s.read_to_end(&mut all).unwrap();
+    assert!(all.starts_with(b"HTTP/1.1 206") && all.ends_with(&[5u8; 64]));
+    assert!(
+        started.elapsed() >= Duration::from_millis(1500),
+        "{:?}",
+        started.elapsed()
+    );
+    // 20 clients ask and leave at once. The head goes out with the first chunk, and the
+    // bucket charges each a chunk of 1 KiB beyond its 4 KiB a second: waits of up to 5 s.
+    for _ in 0..20 {
+        let mut s = TcpStream::connect(srv.addr).unwrap();
+        s.write_all(b"GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n")
+            .unwrap();
+    }
+
+    let end = Instant::now() + Duration::from_secs(2);
+    while srv.metric("skiff_connections_open") != Some(0.0) && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        srv.metric("skiff_connections_open"),
+        Some(0.0),
+        "connections of clients gone still sleeping in the pacer"
+    );
+}

@@ -512,3 +512,68 @@ fn skiff_check_loads_the_certificates_as_run_would() {
         String::from_utf8_lossy(&ok.stderr)
     );
 }
+
+const CUT_BACKEND: &str = r#"
+import socket, sys
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(('127.0.0.1', int(sys.argv[1])))
+s.listen(8)
+while True:
+    c, _ = s.accept()
+    d = b''
+    while b'\r\n\r\n' not in d:
+        part = c.recv(4096)
+        if not part:
+            break
+        d += part
+    if d:
+        c.sendall(b'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n')
+    c.close()
+"#;
+
+/// A backend's body that fails part way, sent to an HTTP/1.0 client delimited by the
+/// close: the TLS session then ends without close_notify, so the client can tell the body
+/// was cut (with close_notify, a truncated body would look whole).
+#[test]
+fn a_body_cut_short_over_tls_ends_without_close_notify() {
+    use common::backends::{free_port, wait_connect, Backend};
+    let pki = Pki::new();
+    let dir = site();
+    write_leaf(&dir.path().join("tls"), &pki.leaf(&["site.test"]));
+    let port = free_port();
+    // Chunked, one chunk, then the connection closes without the last chunk.
+    let script = dir.path().join("cut.py");
+    std::fs::write(&script, CUT_BACKEND).unwrap();
+    let _backend = Backend(
+        Command::new("python3")
+            .arg(&script)
+            .arg(port.to_string())
+            .spawn()
+            .unwrap(),
+    );
+    wait_connect(&format!("127.0.0.1:{port}"));
+    let config = write_config(
+        dir.path(),
+        &format!(
+            "tls:\n  listen: 127.0.0.1:0\nvirtual_servers:\n  - name: site\n    default: true\n    root: {}\n    tls: {{ cert: tls/tls.crt, key: tls/tls.key }}\n    rules:\n      - action: {{ proxy: {{ pool: cut }} }}\npools:\n  - {{ name: cut, protocol: http, endpoints: [\"127.0.0.1:{port}\"] }}\n",
+            dir.path().join("www").display()
+        ),
+    );
+    let srv = Server::run_config(&config);
+    let mut conn = Conn::open(&pki, srv.tls_addr.unwrap(), "site.test");
+    use std::io::Write;
+    conn.tls
+        .write_all(b"GET /x HTTP/1.0\r\nHost: site.test\r\n\r\n")
+        .unwrap();
+    conn.tls.flush().unwrap();
+    let mut raw = Vec::new();
+    let end = conn.tls.read_to_end(&mut raw);
+    let text = String::from_utf8_lossy(&raw);
+    assert!(
+        text.starts_with("HTTP/1.1 200") && text.ends_with("\r\n\r\nhello"),
+        "{text}"
+    );
+    let err = end.expect_err("the cut body ended with close_notify, as if whole");
+    assert_eq!(err.kind(), std::io::ErrorKind::UnexpectedEof, "{err}");
+}

@@ -53,10 +53,22 @@ where
     let origin = Arc::new(origin);
     let activity = Activity::new();
     let svc_activity = activity.clone();
-    let service = service_fn(move |req| {
+    // HTTP/1.1 upgrades outlive hyper's connection: this future (and so the connection's
+    // admission, held by its caller) lasts until each tunnel drops its sender.
+    let (hold, mut tunnels) = match wire {
+        Wire::Http1 => {
+            let (tx, rx) = tokio::sync::mpsc::channel::<()>(1);
+            (Some(crate::upstream::TunnelHold::new(tx)), Some(rx))
+        }
+        Wire::Http2 => (None, None),
+    };
+    let service = service_fn(move |mut req: Request<hyper::body::Incoming>| {
         let shared = svc_shared.clone();
         let origin = origin.clone();
         let busy = svc_activity.begin();
+        if let Some(hold) = &hold {
+            req.extensions_mut().insert(hold.clone());
+        }
         async move {
             let protocol = Protocol::of(req.version());
             let mut response = handle(req, &origin, &shared).await;
@@ -89,7 +101,12 @@ where
                 .keep_alive(true)
                 .serve_connection(io, service)
                 .with_upgrades();
-            drive(conn, |c| c.graceful_shutdown(), &activity, peer, &shared).await
+            drive(conn, |c| c.graceful_shutdown(), &activity, peer, &shared).await;
+            if let Some(tunnels) = tunnels.as_mut() {
+                // `None` once every sender is gone: the service's with the connection,
+                // a request's with it, a tunnel's when it closes.
+                let _ = tunnels.recv().await;
+            }
         }
         Wire::Http2 => {
             let conn = http2::Builder::new(TokioExecutor::new())
@@ -214,8 +231,12 @@ where
 {
     let (peer, local_port) = (origin.peer, origin.local_port);
     let started = routing.as_ref().map_or_else(Instant::now, |r| r.started);
-    let (parts, body) = req.into_parts();
+    let (mut parts, body) = req.into_parts();
     let h2 = parts.version == http::Version::HTTP_2;
+    if h2 {
+        // Done already by Skiff's HTTP/2 engine, not by hyper's (`--h2-engine hyper`).
+        skiff_http::h2::request::join_cookies(&mut parts.headers);
+    }
     let meta = RequestMeta {
         remote: peer.ip(),
         method: parts.method.clone(),

@@ -31,3 +31,4 @@ pub use response::{Payload, ResponseHead, UpstreamResponse};
 pub use route::{Backend, BackendRoute, Forwarding};
 pub use serve::serve;
 pub use skiff_codec::cgi_env;
+pub use upgrade::TunnelHold;

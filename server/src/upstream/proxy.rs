@@ -166,6 +166,7 @@ pub(super) async fn forward(
         .is_some()
         .then(|| parts.extensions.remove::<hyper::upgrade::OnUpgrade>())
         .flatten();
+    let tunnel_hold = parts.extensions.remove::<super::TunnelHold>();
     let mut order = Failover::new(pool, peer.ip());
     let mut next = order.next(slot);
     loop {
@@ -247,7 +248,8 @@ pub(super) async fn forward(
                 if resp.status() == StatusCode::SWITCHING_PROTOCOLS {
                     if let (Some(client), Some(proto)) = (client_upgrade, upgrade) {
                         let backend = hyper::upgrade::on(&mut resp);
-                        tokio::spawn(splice(client, backend, pool.name, pool.read_timeout));
+                        let hold = tunnel_hold;
+                        tokio::spawn(splice(client, backend, pool.name, pool.read_timeout, hold));
                         let mut out = Response::new(
                             http_body_util::Empty::new()
                                 .map_err(|never| match never {})

@@ -55,8 +55,9 @@ impl UpstreamResponse {
 
     /// As hyper's response, for `head_only` (a HEAD request) or not. A HEAD answer, a 1xx,
     /// 204 or 304 carries no body whatever the backend wrote (RFC 9110 §6.4.1; over HTTP/2
-    /// DATA after it makes the response malformed), and HEAD keeps the length the backend
-    /// declared for GET, as the HTTP/1.1 fast path does.
+    /// DATA after it makes the response malformed). A HEAD answer of another status keeps
+    /// the length the backend declared for GET, as the HTTP/1.1 fast path does; a 1xx or
+    /// 204 has none (§8.6), nor has a 304 here, as on the fast path.
     pub fn into_hyper(self, head_only: bool) -> Response<BoxedBody> {
         let status = self.status;
         let bodiless = head_only
@@ -71,7 +72,10 @@ impl UpstreamResponse {
         let body = match self.payload {
             _ if bodiless => {
                 headers.remove(http::header::CONTENT_LENGTH);
-                let keeps_length = head_only || status == StatusCode::NOT_MODIFIED;
+                let keeps_length = head_only
+                    && !status.is_informational()
+                    && status != StatusCode::NO_CONTENT
+                    && status != StatusCode::NOT_MODIFIED;
                 if let (true, Some(n)) = (keeps_length, declared) {
                     headers.insert(http::header::CONTENT_LENGTH, HeaderValue::from(n));
                 }

@@ -12,6 +12,21 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::Instant;
 
+/// Put in a request's extensions by the connection that read it, and kept by a tunnel
+/// made from it: the connection's place under `max_connections` and in the drain lasts
+/// until every tunnel from it has closed (hyper's connection ends at the 101).
+#[derive(Clone)]
+pub struct TunnelHold {
+    /// Never sent on: the receiver waits for every sender to be gone.
+    _alive: tokio::sync::mpsc::Sender<()>,
+}
+
+impl TunnelHold {
+    pub fn new(alive: tokio::sync::mpsc::Sender<()>) -> TunnelHold {
+        TunnelHold { _alive: alive }
+    }
+}
+
 /// The Upgrade token of a request that asks for one (`Connection: upgrade`).
 pub(super) fn upgrade_token(headers: &HeaderMap) -> Option<HeaderValue> {
     let asks = headers
@@ -35,7 +50,10 @@ pub(super) async fn splice(
     backend: hyper::upgrade::OnUpgrade,
     pool: &'static str,
     idle: Duration,
+    hold: Option<TunnelHold>,
 ) {
+    // Dropped when the tunnel ends, whichever way.
+    let _hold = hold;
     let (client, backend) = match tokio::try_join!(client, backend) {
         Ok(pair) => pair,
         Err(e) => {

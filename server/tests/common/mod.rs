@@ -38,11 +38,17 @@ impl Server {
 
     /// Starts `skiff run --config FILE` (the file should listen on 127.0.0.1:0).
     pub fn run_config(config: &Path) -> Server {
-        let args = vec![
+        Server::run_config_with(config, &[])
+    }
+
+    /// [`Server::run_config`] with more arguments.
+    pub fn run_config_with(config: &Path, extra: &[&str]) -> Server {
+        let mut args = vec![
             "run".to_owned(),
             "--config".to_owned(),
             config.to_string_lossy().into_owned(),
         ];
+        args.extend(extra.iter().map(|s| s.to_string()));
         Server::spawn(config.parent().unwrap(), &args)
     }
 

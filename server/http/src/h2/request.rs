@@ -115,25 +115,7 @@ impl Head {
             let value = HeaderValue::from_bytes(value).map_err(|_| "invalid field value")?;
             headers.append(name, value);
         }
-        // A cookie a client split into one field per pair, for compression, is one field
-        // again before it leaves (RFC 9113 §8.2.3): a CGI backend keeps one HTTP_COOKIE,
-        // an HTTP/1.1 one may join repeated fields with commas.
-        if headers
-            .get_all(http::header::COOKIE)
-            .iter()
-            .nth(1)
-            .is_some()
-        {
-            let mut joined = Vec::new();
-            for (i, v) in headers.get_all(http::header::COOKIE).iter().enumerate() {
-                if i > 0 {
-                    joined.extend_from_slice(b"; ");
-                }
-                joined.extend_from_slice(v.as_bytes());
-            }
-            let joined = HeaderValue::from_bytes(&joined).map_err(|_| "invalid field value")?;
-            headers.insert(http::header::COOKIE, joined);
-        }
+        join_cookies(&mut headers);
         let (mut parts, ()) = http::Request::new(()).into_parts();
         parts.uri = Uri::from_parts(uri).map_err(|_| "invalid request target")?;
         parts.method = self.method;
@@ -428,3 +410,27 @@ fn parse_u64(s: &[u8]) -> Option<u64> {
 
 #[cfg(test)]
 mod tests;
+
+/// A cookie a client split into one field per pair, for compression, made one field again
+/// before it leaves (RFC 9113 §8.2.3): a CGI backend keeps one HTTP_COOKIE, an HTTP/1.1
+/// one may join repeated fields with commas. Valid values joined with "; " stay valid.
+pub fn join_cookies(headers: &mut HeaderMap) {
+    if headers
+        .get_all(http::header::COOKIE)
+        .iter()
+        .nth(1)
+        .is_none()
+    {
+        return;
+    }
+    let mut joined = Vec::new();
+    for (i, v) in headers.get_all(http::header::COOKIE).iter().enumerate() {
+        if i > 0 {
+            joined.extend_from_slice(b"; ");
+        }
+        joined.extend_from_slice(v.as_bytes());
+    }
+    if let Ok(joined) = HeaderValue::from_bytes(&joined) {
+        headers.insert(http::header::COOKIE, joined);
+    }
+}

@@ -176,6 +176,9 @@ pub(super) async fn serve(
         turn: began,
     };
     let exit = conn.run().await;
+    // close_notify says the last response was whole: not after an error, which may have
+    // cut a body short (a backend failing mid-body, a file that shrank).
+    let whole = matches!(exit, Ok(Exit::Closed));
     let ended = match exit {
         Ok(Exit::Handoff) => Some(Bytes::copy_from_slice(&conn.buf[conn.start..conn.end])),
         Ok(Exit::Park) => {
@@ -201,7 +204,9 @@ pub(super) async fn serve(
     match ended {
         Some(prefix) => Ended::Handoff(conn.stream, prefix, conn.out.records),
         None => {
-            conn.stream.close_notify();
+            if whole {
+                conn.stream.close_notify();
+            }
             Ended::Closed
         }
     }

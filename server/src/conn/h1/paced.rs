@@ -24,7 +24,7 @@ pub(super) async fn send_paced(
         match part {
             Part::Bytes(b) => {
                 for piece in b.chunks(chunk) {
-                    pace(&mut pacer, piece.len()).await;
+                    pace(&mut pacer, piece.len(), stream).await?;
                     stream.write_all(piece, send_timeout, sent).await?;
                 }
             }
@@ -38,7 +38,7 @@ pub(super) async fn send_paced(
                     if n == 0 {
                         return Err(truncated());
                     }
-                    pace(&mut pacer, n).await;
+                    pace(&mut pacer, n, stream).await?;
                     stream.write_all(&buf[..n], send_timeout, sent).await?;
                     off += n as u64;
                 }
@@ -48,9 +48,19 @@ pub(super) async fn send_paced(
     Ok(())
 }
 
-async fn pace(pacer: &mut Pacer, n: usize) {
+/// Waits the pacer's time for `n` bytes, or fails once the client has gone: a shared
+/// bucket in debt can ask for long waits, and a connection whose client left must not
+/// hold its place under `max_connections` through them.
+async fn pace(pacer: &mut Pacer, n: usize, stream: &mut Transport) -> io::Result<()> {
     let wait = pacer.before_chunk(n as u64);
-    if !wait.is_zero() {
-        tokio::time::sleep(wait).await;
+    if wait.is_zero() {
+        return Ok(());
+    }
+    tokio::select! {
+        () = tokio::time::sleep(wait) => Ok(()),
+        () = stream.client_gone() => Err(io::Error::new(
+            io::ErrorKind::ConnectionAborted,
+            "the client left during a paced wait",
+        )),
     }
 }

@@ -97,7 +97,12 @@ impl Streams {
                 if conn.buffered(stream).is_none() {
                     return;
                 }
-                if end_stream {
+                // A request for another scheme is answered 400 at once (`route_now`), body
+                // or not: a body's stream is then reset with NO_ERROR (§8.1).
+                let other_scheme = head.scheme().is_some_and(|s| {
+                    !s.eq_ignore_ascii_case("http") && !s.eq_ignore_ascii_case("https")
+                });
+                if end_stream || other_scheme {
                     self.request_without_body(stream, head, conn, ctx);
                     return;
                 }
