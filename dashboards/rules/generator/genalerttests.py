@@ -113,7 +113,7 @@ tests.append({
         {"eval_time": "20m", "alertname": name, "exp_alerts": []},
         {"eval_time": "30m", "alertname": name, "exp_alerts": [simple(name, "warning",
             "Backend pool php of VirtualServer web/shop is at capacity.",
-            "Pool php of VirtualServer web/shop has turned requests away with 503 for 10 minutes (1/s now) because its active requests reached max_active_requests. Capacity is measured by these rejections, skiff_upstream_failures_total{reason=\"queue_full\"}, as pools do not export their worker count yet.",
+            "Pool php of VirtualServer web/shop has turned requests away with 503 for 10 minutes (1/s now) because its active requests reached max_active_requests. Capacity is measured by these rejections, skiff_upstream_failures_total{reason=\"queue_full\"}, which every pool reports, whether or not its worker count (skiff_upstream_workers) is known.",
             namespace="web", virtualserver="shop", pool="php")]},
     ],
 })

@@ -112,7 +112,7 @@ alerts += [
     alert("SkiffPoolSaturated",
           f'sum by ({NV}, pool) (rate(skiff_upstream_failures_total{{reason="queue_full"}}[5m])) > 0\n', "10m", "warning",
           f"Backend pool {{{{ $labels.pool }}}} of VirtualServer {VS} is at capacity.",
-          f"Pool {{{{ $labels.pool }}}} of VirtualServer {VS} has turned requests away with 503 for 10 minutes ({{{{ $value | humanize }}}}/s now) because its active requests reached max_active_requests. Capacity is measured by these rejections, skiff_upstream_failures_total{{reason=\"queue_full\"}}, as pools do not export their worker count yet."),
+          f"Pool {{{{ $labels.pool }}}} of VirtualServer {VS} has turned requests away with 503 for 10 minutes ({{{{ $value | humanize }}}}/s now) because its active requests reached max_active_requests. Capacity is measured by these rejections, skiff_upstream_failures_total{{reason=\"queue_full\"}}, which every pool reports, whether or not its worker count (skiff_upstream_workers) is known."),
     alert("SkiffConnectionsNearLimit",
           f'max by ({NV}, pod) (skiff_connections_open / skiff_connections_max) > 0.9\n', "15m", "warning",
           f"Pod {{{{ $labels.pod }}}} of VirtualServer {VS} is near its connection limit.",

@@ -5,11 +5,30 @@ use crate::fs::open::Root;
 use std::fmt::Write;
 use std::io;
 
+/// Entries read for one page: the page is built on the worker thread, per request, and a
+/// directory of a million files would otherwise be a 60 MB page each time.
+const MAX_LISTED: usize = 10_000;
+
 pub fn render(root: &Root, rel: &str, url_path: &str, allow_hidden: bool) -> io::Result<String> {
+    render_at_most(root, rel, url_path, allow_hidden, MAX_LISTED)
+}
+
+fn render_at_most(
+    root: &Root,
+    rel: &str,
+    url_path: &str,
+    allow_hidden: bool,
+    max: usize,
+) -> io::Result<String> {
     let dir = root.open_file(rel)?;
     let mut entries: Vec<(String, bool)> = Vec::new();
+    let mut more = false;
     for item in rustix::fs::Dir::read_from(&dir).map_err(io::Error::from)? {
         let item = item.map_err(io::Error::from)?;
+        if entries.len() == max {
+            more = true;
+            break;
+        }
         let name = item.file_name().to_string_lossy().into_owned();
         if name == "." || name == ".." || (!allow_hidden && name.starts_with('.')) {
             continue;
@@ -34,7 +53,11 @@ pub fn render(root: &Root, rel: &str, url_path: &str, allow_hidden: bool) -> io:
             escape_html(name)
         );
     }
-    html.push_str("</ul></body></html>\n");
+    html.push_str("</ul>\n");
+    if more {
+        let _ = writeln!(html, "<p>Only the first {max} entries read are listed.</p>");
+    }
+    html.push_str("</body></html>\n");
     Ok(html)
 }
 
@@ -87,5 +110,20 @@ mod tests {
         assert!(!html.contains("secret"));
         assert!(html.contains("href=\"%3Cscript%3E.html\""));
         assert!(!html.contains("<script>"));
+    }
+
+    #[test]
+    fn a_large_directory_lists_a_bounded_number_of_entries_and_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        for i in 0..5 {
+            std::fs::write(dir.path().join(format!("f{i}")), "x").unwrap();
+        }
+        let root = Root::open(dir.path(), false).unwrap();
+        let html = render_at_most(&root, ".", "/", false, 3).unwrap();
+        assert_eq!(html.matches("<li>").count(), 3, "{html}");
+        assert!(html.contains("Only the first 3 entries read are listed."));
+        let all = render_at_most(&root, ".", "/", false, 5).unwrap();
+        assert_eq!(all.matches("<li>").count(), 5);
+        assert!(!all.contains("Only the first"));
     }
 }
