@@ -874,6 +874,45 @@ fn websocket_upgrades_pass_through_the_http_proxy() {
     assert_eq!(srv.metric("skiff_connections_open"), Some(0.0));
 }
 
+/// During the shutdown delay (readiness failing, HTTP/1 answers closing their
+/// connections), a WebSocket handshake still gets `Connection: upgrade` on its 101: a
+/// client must fail the socket without it (RFC 6455 §4.1).
+#[test]
+fn a_websocket_handshake_during_the_shutdown_delay_keeps_its_upgrade() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("ws_echo.py");
+    std::fs::write(&script, WS_ECHO).unwrap();
+    let port = free_port();
+    let _ws = Backend(
+        Command::new("python3")
+            .arg(&script)
+            .arg(port.to_string())
+            .spawn()
+            .unwrap(),
+    );
+    wait_connect(&format!("127.0.0.1:{port}"));
+    let config = write_config(
+        dir.path(),
+        &format!("virtual_servers:\n  - name: ws\n    default: true\n    root: .\n    rules:\n      - action: {{ proxy: {{ pool: ws }} }}\npools:\n  - {{ name: ws, protocol: http, endpoints: [\"127.0.0.1:{port}\"] }}\n"),
+    );
+    let srv = Server::run_config_with(&config, &["--shutdown-delay", "5s"]);
+    srv.signal("TERM");
+    std::thread::sleep(Duration::from_millis(300));
+    let mut s = std::net::TcpStream::connect(srv.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(b"GET /chat HTTP/1.1\r\nHost: t\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n").unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        s.read_exact(&mut byte).unwrap();
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
+    assert!(head.starts_with("http/1.1 101"), "{head}");
+    assert!(head.contains("connection: upgrade"), "{head}");
+    assert!(!head.contains("connection: close"), "{head}");
+}
+
 #[test]
 fn killing_a_backend_under_load_fails_only_requests_in_flight_to_it() {
     let dir = tempfile::tempdir().unwrap();

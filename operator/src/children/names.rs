@@ -109,18 +109,20 @@ impl Collision {
 }
 
 /// Every name `vs` would apply that another VirtualServer in its namespace (among
-/// `peers`, the controller's cache) takes too, at most one per peer. A peer being deleted
-/// gives its names up, and one refused for a name applies nothing.
+/// `peers`, the controller's cache) takes too. A peer being deleted gives its names up;
+/// one refused for a name does not keep a name by age, but still keeps what it holds
+/// (its children keep serving).
 pub fn collisions(vs: &VirtualServer, peers: &[Arc<VirtualServer>]) -> Vec<Collision> {
     let ns = vs.namespace();
     let ours = claims(vs);
     peers
         .iter()
         .filter(|p| p.namespace() == ns && p.uid() != vs.uid())
-        .filter(|p| p.metadata.deletion_timestamp.is_none() && !refused_for_a_name(p))
-        .filter_map(|peer| {
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .flat_map(|peer| {
             let theirs = claims(peer);
-            ours.iter().find_map(|mine| {
+            let first = precedes(peer, vs) && !refused_for_a_name(peer);
+            ours.iter().filter_map(move |mine| {
                 let taken = theirs
                     .iter()
                     .find(|t| t.kind == mine.kind && t.name == mine.name)?;
@@ -128,7 +130,7 @@ pub fn collisions(vs: &VirtualServer, peers: &[Arc<VirtualServer>]) -> Vec<Colli
                     kind: mine.kind,
                     name: mine.name.clone(),
                     peer_uid: peer.uid().unwrap_or_default(),
-                    peer_first: precedes(peer, vs),
+                    peer_first: first,
                     what: format!(
                         "{} {:?} ({} here) is also {} of VirtualServer {:?}",
                         mine.kind,

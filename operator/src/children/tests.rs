@@ -989,7 +989,7 @@ fn the_service_monitor_carries_the_prometheus_selectors_labels_but_keeps_its_own
 }
 
 #[test]
-fn a_peer_being_deleted_or_refused_for_a_name_takes_no_names() {
+fn a_peer_being_deleted_or_refused_for_a_name_keeps_no_name_by_age() {
     let a = created("a", "web", "2026-01-01T00:00:00Z", with_pool("b"));
     let ab = created("a-b", "web", "2026-01-02T00:00:00Z", plain());
     let mut leaving = (*a).clone();

@@ -10,7 +10,6 @@ use crate::crd::{CertificateGroup, IssuerRef, Reason, VirtualServer};
 use crate::Result;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{DeleteParams, ListParams};
 use kube::core::PartialObjectMeta;
 use kube::{Api, Client, ResourceExt};
@@ -154,7 +153,7 @@ const ISSUED_FOR: &str = "cert-manager.io/certificate-name";
 /// for a Certificate of this VirtualServer's (an app's own certificate, or one another
 /// Certificate keeps, which cert-manager would overwrite), or a Certificate of that name
 /// exists that is not this VirtualServer's (a forced apply would take it over, and its
-/// deletion later delete it). A Secret issued for a Certificate since deleted is free.
+/// deletion later delete it).
 async fn taken(
     client: &Client,
     ns: &str,
@@ -167,13 +166,18 @@ async fn taken(
         let issued_for = secret.annotations().get(ISSUED_FOR).map(String::as_str);
         let whose = match issued_for {
             Some(other) if other == name => None,
-            // Moved between this VirtualServer's certificates, or its Certificate is gone.
+            // Moved between this VirtualServer's certificates. One issued for a Certificate
+            // since deleted is not free: cert-manager leaves such Secrets, which an app may
+            // still serve.
             Some(other) => match certificates.get_metadata_opt(other).await? {
-                Some(c) if !this_virtual_servers(c.owner_references(), vs) => Some(format!(
+                Some(c) if this_virtual_servers(&c, vs) => None,
+                Some(_) => Some(format!(
                     "cert-manager issued it for Certificate {other}, which is not this \
                      VirtualServer's"
                 )),
-                _ => None,
+                None => Some(format!(
+                    "cert-manager issued it for Certificate {other}, which no longer exists"
+                )),
             },
             None => Some("cert-manager did not issue it".to_owned()),
         };
@@ -189,7 +193,7 @@ async fn taken(
         }
     }
     match certificates.get_metadata_opt(name).await? {
-        Some(c) if !this_virtual_servers(c.owner_references(), vs) => Ok(Some(Outcome::no(
+        Some(c) if !this_virtual_servers(&c, vs) => Ok(Some(Outcome::no(
             Reason::CertificateInUse,
             format!(
                 "Certificate {name} exists and is not this VirtualServer's; it is not taken \
@@ -200,16 +204,22 @@ async fn taken(
     }
 }
 
-/// Whether an object belongs to this VirtualServer: by its uid, or to a VirtualServer of
-/// the same name and namespace since deleted (`--cascade=orphan`, or garbage collection
-/// not done yet), whose Certificates this one takes on.
-fn this_virtual_servers(owners: &[OwnerReference], vs: &VirtualServer) -> bool {
+/// Whether a Certificate belongs to this VirtualServer: by its uid, or to a VirtualServer
+/// of the same name and namespace since deleted, whose Certificates this one takes on:
+/// still owned by it (garbage collection not done yet), or left without an owner by
+/// `--cascade=orphan` with the operator's labels for this name.
+fn this_virtual_servers(c: &PartialObjectMeta<Certificate>, vs: &VirtualServer) -> bool {
+    let name = vs.name_any();
+    let owners = c.owner_references();
+    let labelled = |key: &str, value: &str| c.labels().get(key).is_some_and(|v| v == value);
     owners.iter().any(|o| {
         vs.uid().is_some_and(|uid| o.uid == uid)
             || (o.kind == "VirtualServer"
                 && o.api_version.starts_with("skiff.dev/")
-                && o.name == vs.name_any())
-    })
+                && o.name == name)
+    }) || (owners.is_empty()
+        && labelled(crate::children::MANAGED_BY.0, crate::children::MANAGED_BY.1)
+        && labelled("app.kubernetes.io/instance", &name))
 }
 
 /// One condition from each certificate's: the only one as it is; with several, True when

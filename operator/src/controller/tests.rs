@@ -440,6 +440,22 @@ impl ApiServer {
         }
     }
 
+    /// A Certificate left without an owner by `--cascade=orphan`, with the operator's labels
+    /// for VirtualServer `instance`.
+    async fn certificate_metadata_orphaned(&mut self, name: &str, instance: &str) {
+        self.expect(
+            Method::GET,
+            &format!("/apis/cert-manager.io/v1/namespaces/web/certificates/{name}"),
+        )
+        .await
+        .ok(json!({
+            "apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+            "metadata": { "name": name, "namespace": "web",
+                          "labels": { "app.kubernetes.io/instance": instance,
+                                      "app.kubernetes.io/managed-by": "skiff-operator" } }
+        }));
+    }
+
     /// A read of Certificate `name`'s metadata before it is applied: `owner` is its
     /// controlling VirtualServer's name and uid, `None`: it does not exist.
     async fn certificate_metadata(&mut self, name: &str, owner: Option<(&str, &str)>) {
@@ -1079,7 +1095,17 @@ async fn a_certificate_is_not_requested_over_another_apps_secret_or_certificate(
             "Secret shop-tls exists and cert-manager issued it for Certificate billing, which is not this VirtualServer's;",
         ),
         (
+            "issued for a Certificate since deleted",
+            "SecretInUse",
+            "Secret shop-tls exists and cert-manager issued it for Certificate gone, which no longer exists;",
+        ),
+        (
             "another's Certificate",
+            "CertificateInUse",
+            "Certificate shop exists and is not this VirtualServer's",
+        ),
+        (
+            "another's orphan",
             "CertificateInUse",
             "Certificate shop exists and is not this VirtualServer's",
         ),
@@ -1099,6 +1125,17 @@ async fn a_certificate_is_not_requested_over_another_apps_secret_or_certificate(
                     api.cluster_issuer(dns01()).await;
                     api.certificate_metadata("billing", Some(("billing", "billing-uid")))
                         .await;
+                }
+                "issued for a Certificate since deleted" => {
+                    api.secret_metadata_issued("shop-tls", Some("3"), Some("gone"))
+                        .await;
+                    api.cluster_issuer(dns01()).await;
+                    api.certificate_metadata("gone", None).await;
+                }
+                "another's orphan" => {
+                    api.secret_metadata("shop-tls", None).await;
+                    api.cluster_issuer(dns01()).await;
+                    api.certificate_metadata_orphaned("shop", "billing").await;
                 }
                 _ => {
                     api.secret_metadata("shop-tls", None).await;
@@ -1127,13 +1164,13 @@ async fn a_certificate_is_not_requested_over_another_apps_secret_or_certificate(
 }
 
 /// What is this VirtualServer's is not refused: a Secret issued for another of its
-/// Certificates (secretNames moved between its certificates), or for a Certificate since
-/// deleted, and a Certificate left by a VirtualServer of the same name deleted before
-/// (`--cascade=orphan`), which this one takes on.
+/// Certificates (secretNames moved between its certificates), and a Certificate left by a
+/// VirtualServer of the same name deleted before (its garbage collection not done yet, or
+/// `--cascade=orphan`), which this one takes on.
 #[tokio::test]
 async fn a_certificate_over_what_this_virtual_server_had_is_requested() {
     let spec = tls_spec(json!({ "issuerRef": { "name": "le", "kind": "ClusterIssuer" } }));
-    for case in ["moved", "deleted", "predecessor"] {
+    for case in ["moved", "predecessor", "orphaned"] {
         let vs = virtual_server(spec.clone(), None);
         let (result, certificate) = run(vs, |mut api| async move {
             api.children(true).await;
@@ -1147,12 +1184,10 @@ async fn a_certificate_over_what_this_virtual_server_had_is_requested() {
                         .await;
                     api.certificate_metadata("shop", None).await;
                 }
-                "deleted" => {
-                    api.secret_metadata_issued("shop-tls", Some("3"), Some("gone"))
-                        .await;
+                "orphaned" => {
+                    api.secret_metadata("shop-tls", None).await;
                     api.cluster_issuer(dns01()).await;
-                    api.certificate_metadata("gone", None).await;
-                    api.certificate_metadata("shop", None).await;
+                    api.certificate_metadata_orphaned("shop", "shop").await;
                 }
                 _ => {
                     api.secret_metadata("shop-tls", None).await;

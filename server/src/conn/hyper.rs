@@ -80,7 +80,10 @@ where
                 response.status(),
                 StatusCode::REQUEST_TIMEOUT | StatusCode::PAYLOAD_TOO_LARGE
             );
+            // Not on a 101: its `Connection: upgrade` must stay (RFC 6455 §4.1), and the
+            // connection becomes the tunnel's anyway.
             if protocol != Protocol::Http2
+                && response.status() != StatusCode::SWITCHING_PROTOCOLS
                 && (refused_body || front::closes_connections(&shared.shutdown))
             {
                 response

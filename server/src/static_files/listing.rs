@@ -22,15 +22,20 @@ fn render_at_most(
 ) -> io::Result<String> {
     let dir = root.open_file(rel)?;
     let mut entries: Vec<(String, bool)> = Vec::new();
-    let mut more = false;
+    let (mut read, mut more) = (0, false);
     for item in rustix::fs::Dir::read_from(&dir).map_err(io::Error::from)? {
         let item = item.map_err(io::Error::from)?;
-        if entries.len() == max {
+        let name = item.file_name().to_string_lossy().into_owned();
+        if name == "." || name == ".." {
+            continue;
+        }
+        // Hidden entries count as read: a directory of dotfiles is bounded too.
+        read += 1;
+        if read > max {
             more = true;
             break;
         }
-        let name = item.file_name().to_string_lossy().into_owned();
-        if name == "." || name == ".." || (!allow_hidden && name.starts_with('.')) {
+        if !allow_hidden && name.starts_with('.') {
             continue;
         }
         let is_dir = item.file_type() == rustix::fs::FileType::Directory;
@@ -55,7 +60,10 @@ fn render_at_most(
     }
     html.push_str("</ul>\n");
     if more {
-        let _ = writeln!(html, "<p>Only the first {max} entries read are listed.</p>");
+        let _ = writeln!(
+            html,
+            "<p>This directory holds more than the {max} entries a page reads: not all are listed.</p>"
+        );
     }
     html.push_str("</body></html>\n");
     Ok(html)
@@ -121,9 +129,9 @@ mod tests {
         let root = Root::open(dir.path(), false).unwrap();
         let html = render_at_most(&root, ".", "/", false, 3).unwrap();
         assert_eq!(html.matches("<li>").count(), 3, "{html}");
-        assert!(html.contains("Only the first 3 entries read are listed."));
+        assert!(html.contains("more than the 3 entries a page reads"));
         let all = render_at_most(&root, ".", "/", false, 5).unwrap();
         assert_eq!(all.matches("<li>").count(), 5);
-        assert!(!all.contains("Only the first"));
+        assert!(!all.contains("more than the"));
     }
 }

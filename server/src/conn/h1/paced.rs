@@ -48,12 +48,20 @@ pub(super) async fn send_paced(
     Ok(())
 }
 
-/// Waits the pacer's time for `n` bytes, or fails once the client has gone: a shared
-/// bucket in debt can ask for long waits, and a connection whose client left must not
-/// hold its place under `max_connections` through them.
+/// A pacing wait past which the client is watched: a shared bucket in debt (many clients
+/// at once, or ones that ask and leave) asks for waits this long.
+const WATCHED_WAIT: Duration = Duration::from_secs(1);
+
+/// Waits the pacer's time for `n` bytes. A long wait fails once the client has closed its
+/// side, so connections whose clients left do not hold their places under
+/// `max_connections` through a shared bucket's debt. A client that only half-closes is
+/// then cut as well; under a bucket in no debt, the waits stay short and it is served.
 async fn pace(pacer: &mut Pacer, n: usize, stream: &mut Transport) -> io::Result<()> {
     let wait = pacer.before_chunk(n as u64);
-    if wait.is_zero() {
+    if wait <= WATCHED_WAIT {
+        if !wait.is_zero() {
+            tokio::time::sleep(wait).await;
+        }
         return Ok(());
     }
     tokio::select! {
