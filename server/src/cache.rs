@@ -8,6 +8,8 @@
 //! hot small files and resists scans by one-hit files.
 
 mod front;
+mod open_errors;
+mod revalidation;
 mod roots;
 
 pub use roots::{CacheRoot, RootRegistry};
@@ -17,6 +19,8 @@ use crate::fs::open::Root;
 use crate::http::encoding::Encoding;
 use bytes::Bytes;
 use http::HeaderValue;
+use open_errors::{classify_open_error, is_missing, refused_for_good};
+use revalidation::{fingerprint, sidecar_keys};
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
@@ -471,34 +475,6 @@ impl FileCache {
     }
 }
 
-/// The stat key of a regular file, following links as stat(2) does.
-fn stat_key(root: &Root, rel: &str) -> Option<StatKey> {
-    root.stat(rel)
-        .ok()
-        .filter(|st| {
-            rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::RegularFile
-        })
-        .map(|st| StatKey::of(&st))
-}
-
-/// Stat keys of the possible sidecars of `rel`, in [`Encoding::ALL`]'s order; a sidecar
-/// older than its original is stale and ignored.
-fn sidecar_keys(root: &Root, rel: &str, original: Option<StatKey>) -> [Option<StatKey>; 3] {
-    let mut keys = [None; 3];
-    for (i, enc) in Encoding::ALL.iter().enumerate() {
-        let side = stat_key(root, &format!("{rel}{}", enc.suffix()));
-        keys[i] = side.filter(|s| original.is_some_and(|o| s.mtime_ns >= o.mtime_ns));
-    }
-    keys
-}
-
-/// Stat keys of a file and its possible sidecars.
-fn fingerprint(root: &Root, rel: &str) -> [Option<StatKey>; 4] {
-    let original = stat_key(root, rel);
-    let sides = sidecar_keys(root, rel, original);
-    [original, sides[0], sides[1], sides[2]]
-}
-
 impl FileCache {
     fn build_entry(
         &self,
@@ -621,78 +597,3 @@ fn read_exact_size(file: &File, size: u64) -> io::Result<Bytes> {
 
 /// The size from which a cached file's bytes start mid-page.
 const MID_PAGE_FROM: u64 = 64 * 1024;
-
-fn is_missing(e: &io::Error) -> bool {
-    matches!(
-        e.raw_os_error(),
-        Some(libc_errno::ENOENT) | Some(libc_errno::ENOTDIR)
-    )
-}
-
-/// Whether an open failed for a reason that lasts until the file itself changes (its
-/// permissions, a link out of the root, a socket), not for the moment (no descriptors
-/// left, I/O).
-fn refused_for_good(e: &io::Error) -> bool {
-    let errno = e.raw_os_error().unwrap_or(0);
-    classify_open_error(io::Error::from_raw_os_error(errno)).is_ok()
-}
-
-fn classify_open_error(e: io::Error) -> io::Result<Lookup> {
-    match e.raw_os_error() {
-        Some(libc_errno::ENOENT) | Some(libc_errno::ENOTDIR) | Some(libc_errno::ENAMETOOLONG) => {
-            Ok(Lookup::NotFound)
-        }
-        // EXDEV: RESOLVE_BENEATH refused an escape; ELOOP: too many links; EACCES: permissions;
-        // ENXIO, ENODEV: a socket or a device without a driver, refused as other
-        // non-regular files are (not a 500 and a warning per request).
-        Some(libc_errno::EXDEV)
-        | Some(libc_errno::ELOOP)
-        | Some(libc_errno::EACCES)
-        | Some(libc_errno::EPERM)
-        | Some(libc_errno::ENXIO)
-        | Some(libc_errno::ENODEV) => Ok(Lookup::Forbidden),
-        _ => Err(e),
-    }
-}
-
-/// The errno values used above, from rustix, kept in one place.
-mod libc_errno {
-    use rustix::io::Errno;
-    pub const ENOENT: i32 = Errno::NOENT.raw_os_error();
-    pub const ENOTDIR: i32 = Errno::NOTDIR.raw_os_error();
-    pub const ENAMETOOLONG: i32 = Errno::NAMETOOLONG.raw_os_error();
-    pub const EXDEV: i32 = Errno::XDEV.raw_os_error();
-    pub const ELOOP: i32 = Errno::LOOP.raw_os_error();
-    pub const EACCES: i32 = Errno::ACCESS.raw_os_error();
-    pub const EPERM: i32 = Errno::PERM.raw_os_error();
-    pub const ENXIO: i32 = Errno::NXIO.raw_os_error();
-    pub const ENODEV: i32 = Errno::NODEV.raw_os_error();
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A sidecar refused for good keeps its stat in the fingerprint (no reload at every
-    /// revalidation); one refused for the moment does not (the next revalidation retries).
-    #[test]
-    fn open_errors_for_good_are_told_from_passing_ones() {
-        let e = |errno: rustix::io::Errno| io::Error::from_raw_os_error(errno.raw_os_error());
-        for lasting in [
-            rustix::io::Errno::ACCESS,
-            rustix::io::Errno::XDEV,
-            rustix::io::Errno::LOOP,
-            rustix::io::Errno::NXIO,
-        ] {
-            assert!(refused_for_good(&e(lasting)), "{lasting:?}");
-        }
-        for passing in [
-            rustix::io::Errno::MFILE,
-            rustix::io::Errno::NFILE,
-            rustix::io::Errno::IO,
-            rustix::io::Errno::NOMEM,
-        ] {
-            assert!(!refused_for_good(&e(passing)), "{passing:?}");
-        }
-    }
-}

@@ -808,26 +808,10 @@ while True:
     threading.Thread(target=handle, args=(conn,), daemon=True).start()
 "#;
 
-#[test]
-fn websocket_upgrades_pass_through_the_http_proxy() {
-    let dir = tempfile::tempdir().unwrap();
-    let script = dir.path().join("ws_echo.py");
-    std::fs::write(&script, WS_ECHO).unwrap();
-    let port = free_port();
-    let _ws = Backend(
-        Command::new("python3")
-            .arg(&script)
-            .arg(port.to_string())
-            .spawn()
-            .unwrap(),
-    );
-    wait_connect(&format!("127.0.0.1:{port}"));
-    let config = write_config(
-        dir.path(),
-        &format!("virtual_servers:\n  - name: ws\n    default: true\n    root: .\n    rules:\n      - action: {{ proxy: {{ pool: ws }} }}\npools:\n  - {{ name: ws, protocol: http, endpoints: [\"127.0.0.1:{port}\"], read_timeout: 2s }}\n"),
-    );
-    let srv = Server::run_config(&config);
-    let mut s = std::net::TcpStream::connect(srv.addr).unwrap();
+/// Sends a WebSocket handshake to `addr`; returns the connection and the answer's head,
+/// lowercased.
+fn websocket_handshake(addr: std::net::SocketAddr) -> (std::net::TcpStream, String) {
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     s.write_all(b"GET /chat HTTP/1.1\r\nHost: t\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n").unwrap();
     let mut head = Vec::new();
@@ -836,7 +820,19 @@ fn websocket_upgrades_pass_through_the_http_proxy() {
         s.read_exact(&mut byte).unwrap();
         head.push(byte[0]);
     }
-    let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
+    (s, String::from_utf8_lossy(&head).to_ascii_lowercase())
+}
+
+#[test]
+fn websocket_upgrades_pass_through_the_http_proxy() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_ws, port) = python_backend(dir.path(), "ws_echo.py", WS_ECHO);
+    let config = write_config(
+        dir.path(),
+        &format!("virtual_servers:\n  - name: ws\n    default: true\n    root: .\n    rules:\n      - action: {{ proxy: {{ pool: ws }} }}\npools:\n  - {{ name: ws, protocol: http, endpoints: [\"127.0.0.1:{port}\"], read_timeout: 2s }}\n"),
+    );
+    let srv = Server::run_config(&config);
+    let (mut s, head) = websocket_handshake(srv.addr);
     assert!(head.starts_with("http/1.1 101"), "{head}");
     assert!(
         head.contains("sec-websocket-accept: s3pplmbitxaq9kygzzhzrbk+xoo="),
@@ -880,17 +876,7 @@ fn websocket_upgrades_pass_through_the_http_proxy() {
 #[test]
 fn a_websocket_handshake_during_the_shutdown_delay_keeps_its_upgrade() {
     let dir = tempfile::tempdir().unwrap();
-    let script = dir.path().join("ws_echo.py");
-    std::fs::write(&script, WS_ECHO).unwrap();
-    let port = free_port();
-    let _ws = Backend(
-        Command::new("python3")
-            .arg(&script)
-            .arg(port.to_string())
-            .spawn()
-            .unwrap(),
-    );
-    wait_connect(&format!("127.0.0.1:{port}"));
+    let (_ws, port) = python_backend(dir.path(), "ws_echo.py", WS_ECHO);
     let config = write_config(
         dir.path(),
         &format!("virtual_servers:\n  - name: ws\n    default: true\n    root: .\n    rules:\n      - action: {{ proxy: {{ pool: ws }} }}\npools:\n  - {{ name: ws, protocol: http, endpoints: [\"127.0.0.1:{port}\"] }}\n"),
@@ -898,16 +884,7 @@ fn a_websocket_handshake_during_the_shutdown_delay_keeps_its_upgrade() {
     let srv = Server::run_config_with(&config, &["--shutdown-delay", "5s"]);
     srv.signal("TERM");
     std::thread::sleep(Duration::from_millis(300));
-    let mut s = std::net::TcpStream::connect(srv.addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    s.write_all(b"GET /chat HTTP/1.1\r\nHost: t\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n").unwrap();
-    let mut head = Vec::new();
-    let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        s.read_exact(&mut byte).unwrap();
-        head.push(byte[0]);
-    }
-    let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
+    let (_tunnel, head) = websocket_handshake(srv.addr);
     assert!(head.starts_with("http/1.1 101"), "{head}");
     assert!(head.contains("connection: upgrade"), "{head}");
     assert!(!head.contains("connection: close"), "{head}");

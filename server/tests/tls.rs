@@ -537,22 +537,12 @@ while True:
 /// was cut (with close_notify, a truncated body would look whole).
 #[test]
 fn a_body_cut_short_over_tls_ends_without_close_notify() {
-    use common::backends::{free_port, wait_connect, Backend};
+    use common::backends::python_backend;
     let pki = Pki::new();
     let dir = site();
     write_leaf(&dir.path().join("tls"), &pki.leaf(&["site.test"]));
-    let port = free_port();
     // Chunked, one chunk, then the connection closes without the last chunk.
-    let script = dir.path().join("cut.py");
-    std::fs::write(&script, CUT_BACKEND).unwrap();
-    let _backend = Backend(
-        Command::new("python3")
-            .arg(&script)
-            .arg(port.to_string())
-            .spawn()
-            .unwrap(),
-    );
-    wait_connect(&format!("127.0.0.1:{port}"));
+    let (_backend, port) = python_backend(dir.path(), "cut.py", CUT_BACKEND);
     let config = write_config(
         dir.path(),
         &format!(

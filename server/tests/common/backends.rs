@@ -33,6 +33,23 @@ pub fn wait_connect(addr: &str) {
 /// A backend process, stopped on drop.
 pub struct Backend(pub Child);
 
+/// A Python backend from `script`, written into `dir` as `name` and started with a free
+/// port as its argument; returns it once it accepts connections, with its port.
+pub fn python_backend(dir: &Path, name: &str, script: &str) -> (Backend, u16) {
+    let path = dir.join(name);
+    std::fs::write(&path, script).unwrap();
+    let port = free_port();
+    let backend = Backend(
+        std::process::Command::new("python3")
+            .arg(&path)
+            .arg(port.to_string())
+            .spawn()
+            .unwrap(),
+    );
+    wait_connect(&format!("127.0.0.1:{port}"));
+    (backend, port)
+}
+
 /// Stops a backend the way its own supervisor would: SIGTERM, so that php-fpm's and
 /// uWSGI's masters take their workers down with them (after SIGKILL, php-fpm's workers
 /// lived on, orphaned, after every run), then SIGKILL if it has not exited in 5 s.
