@@ -258,6 +258,7 @@ impl ServeArgs {
                 cert: path(cert),
                 key: path(key),
                 ocsp: None,
+                optional: false,
             })
             .collect();
         tls.min_version = match self.tls_min_version {

@@ -12,6 +12,13 @@ use std::time::{Duration, Instant};
 /// A site with one worker thread, `/admin/` behind basic auth and `/limited/` behind basic
 /// auth and a one-request rate limit, with `htpasswd` as given.
 fn start(htpasswd: &str) -> (tempfile::TempDir, Server) {
+    start_with(Some(htpasswd), "{ realm: Admin, htpasswd: htpasswd }")
+}
+
+/// The same site with `auth` as both rules' `basic_auth`, and `htpasswd` (if any) written
+/// to `htpasswd` beside the config. A folder `secret/` exists, empty, as an optional Secret
+/// volume whose Secret does not exist yet.
+fn start_with(htpasswd: Option<&str>, auth: &str) -> (tempfile::TempDir, Server) {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path();
     std::fs::create_dir_all(p.join("www/admin")).unwrap();
@@ -19,11 +26,15 @@ fn start(htpasswd: &str) -> (tempfile::TempDir, Server) {
     std::fs::write(p.join("www/index.html"), "www home").unwrap();
     std::fs::write(p.join("www/admin/index.html"), "admin area").unwrap();
     std::fs::write(p.join("www/limited/index.html"), "limited area").unwrap();
-    std::fs::write(p.join("htpasswd"), htpasswd).unwrap();
+    std::fs::create_dir_all(p.join("secret")).unwrap();
+    if let Some(htpasswd) = htpasswd {
+        std::fs::write(p.join("htpasswd"), htpasswd).unwrap();
+    }
     let config = p.join("skiff.yaml");
     std::fs::write(
         &config,
-        r#"listen: 127.0.0.1:0
+        format!(
+            r#"listen: 127.0.0.1:0
 admin_listen: 127.0.0.1:0
 threads: 1
 virtual_servers:
@@ -32,14 +43,15 @@ virtual_servers:
     default: true
     root: www
     rules:
-      - match: { prefix: /admin/ }
-        action: { static: {} }
-        basic_auth: { realm: Admin, htpasswd: htpasswd }
-      - match: { prefix: /limited/ }
-        action: { static: {} }
-        basic_auth: { realm: Admin, htpasswd: htpasswd }
-        rate_limit: { requests_per_second: 0.001, burst: 1 }
-"#,
+      - match: {{ prefix: /admin/ }}
+        action: {{ static: {{}} }}
+        basic_auth: {auth}
+      - match: {{ prefix: /limited/ }}
+        action: {{ static: {{}} }}
+        basic_auth: {auth}
+        rate_limit: {{ requests_per_second: 0.001, burst: 1 }}
+"#
+        ),
     )
     .unwrap();
     let srv = Server::run_config(&config);
@@ -239,5 +251,123 @@ fn sighup_reads_a_rewritten_htpasswd_even_when_the_config_is_unchanged() {
     assert_eq!(
         status(&raw_exchange(srv.addr, &get("/admin/", "bob:other"))),
         200
+    );
+}
+
+/// Polls `/admin/` as `user_password` until it answers `want`, for up to 10 s.
+fn wait_for_status(srv: &Server, user_password: &str, want: u16, what: &str) {
+    let end = Instant::now() + Duration::from_secs(10);
+    while status(&raw_exchange(srv.addr, &get("/admin/", user_password))) != want {
+        assert!(Instant::now() < end, "{what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_rewritten_htpasswd_applies_without_a_signal() {
+    // As nginx reads auth_basic_user_file per request: revoking a user in the file (or
+    // its Secret) needs no SIGHUP and no restart.
+    let (dir, srv) = start(&alice());
+    assert_eq!(
+        status(&raw_exchange(srv.addr, &get("/admin/", "alice:s3cret"))),
+        200
+    );
+    std::fs::write(
+        dir.path().join("htpasswd"),
+        format!("bob:{}\n", bcrypt::hash("other", 4).unwrap()),
+    )
+    .unwrap();
+    wait_for_status(
+        &srv,
+        "alice:s3cret",
+        401,
+        "alice's removed password still works",
+    );
+    assert_eq!(
+        status(&raw_exchange(srv.addr, &get("/admin/", "bob:other"))),
+        200
+    );
+    // A broken file keeps the last good one: bob still gets in, and it is counted.
+    std::fs::write(dir.path().join("htpasswd"), "bob:plaintext\n").unwrap();
+    let end = Instant::now() + Duration::from_secs(10);
+    while srv
+        .metric("skiff_config_reloads_total{result=\"failure\"}")
+        .unwrap_or(0.0)
+        < 1.0
+    {
+        assert!(Instant::now() < end, "the broken htpasswd was not noticed");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        status(&raw_exchange(srv.addr, &get("/admin/", "bob:other"))),
+        200
+    );
+}
+
+#[test]
+fn an_optional_htpasswd_denies_until_it_exists_then_serves_its_users() {
+    // An optional Secret volume whose Secret is created after the pod: the config loads,
+    // the protected rules deny everyone meanwhile, and the file is used once it appears.
+    let (dir, srv) = start_with(
+        None,
+        "{ realm: Admin, htpasswd: secret/htpasswd, optional: true }",
+    );
+    assert_eq!(
+        status(&raw_exchange(srv.addr, &get("/admin/", "alice:s3cret"))),
+        401
+    );
+    let open = raw_exchange(
+        srv.addr,
+        "GET / HTTP/1.1\r\nHost: www.example.com\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(status(&open), 200, "the rest of the site serves: {open}");
+    assert_eq!(
+        verifications(&srv, "failure"),
+        0.0,
+        "nothing to verify against"
+    );
+    std::fs::write(dir.path().join("secret/htpasswd"), alice()).unwrap();
+    wait_for_status(
+        &srv,
+        "alice:s3cret",
+        200,
+        "the htpasswd that appeared is not used",
+    );
+    assert_eq!(
+        status(&raw_exchange(srv.addr, &get("/admin/", "alice:wrong"))),
+        401
+    );
+}
+
+#[test]
+fn a_missing_htpasswd_that_is_not_optional_fails_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("www")).unwrap();
+    let config = dir.path().join("skiff.yaml");
+    std::fs::write(
+        &config,
+        r#"listen: 127.0.0.1:0
+virtual_servers:
+  - name: www
+    hosts: [www.example.com]
+    root: www
+    rules:
+      - match: { prefix: /admin/ }
+        action: { static: {} }
+        basic_auth: { htpasswd: missing/htpasswd }
+"#,
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_skiff"))
+        .args(["check", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a missing htpasswd passed: {stderr}");
+    assert!(
+        stderr.contains("rules[0].basic_auth.htpasswd: cannot read")
+            && stderr.contains("missing/htpasswd"),
+        "{stderr}"
     );
 }

@@ -6,7 +6,7 @@
 mod common;
 
 use common::backends::{echo_server, write_config};
-use common::tls::{serve_https, write_leaf, Conn, Leaf, Pki};
+use common::tls::{serve_https, write_leaf, Conn, Leaf, Pki, SecretVolume};
 use common::{parse_response, Server};
 use std::io::Read;
 use std::net::{SocketAddr, TcpStream};
@@ -199,42 +199,6 @@ fn sessions_resume_and_early_data_is_refused() {
     );
 }
 
-/// A Kubernetes Secret volume: `tls.crt -> ..data/tls.crt`, `..data -> ..<timestamp>`;
-/// an update writes a new timestamped folder and renames a new `..data` link over the old.
-struct SecretVolume {
-    dir: PathBuf,
-    generation: usize,
-}
-
-impl SecretVolume {
-    fn new(dir: PathBuf, leaf: &Leaf) -> SecretVolume {
-        std::fs::create_dir_all(&dir).unwrap();
-        let mut v = SecretVolume { dir, generation: 0 };
-        v.update(&leaf.cert, &leaf.key);
-        for name in ["tls.crt", "tls.key"] {
-            std::os::unix::fs::symlink(format!("..data/{name}"), v.dir.join(name)).unwrap();
-        }
-        v
-    }
-
-    fn update(&mut self, cert: &str, key: &str) {
-        self.generation += 1;
-        let data = format!("..2026_11_23_00_00_0{}", self.generation);
-        let (cert_path, key_path) = write_leaf(
-            &self.dir.join(&data),
-            &Leaf {
-                cert: cert.into(),
-                key: key.into(),
-                der: vec![],
-            },
-        );
-        assert!(cert_path.exists() && key_path.exists());
-        let tmp = self.dir.join("..data_tmp");
-        std::os::unix::fs::symlink(&data, &tmp).unwrap();
-        std::fs::rename(&tmp, self.dir.join("..data")).unwrap();
-    }
-}
-
 fn secret_setup(dir: &Path, first: &Leaf) -> (SecretVolume, Server) {
     let volume = SecretVolume::new(dir.join("secret"), first);
     let config = write_config(
@@ -353,6 +317,57 @@ fn a_config_reload_keeps_the_working_certificate_over_a_bad_one_on_disk() {
 
 /// HSTS on HTTPS only; plain HTTP redirected (308, the URL kept) except where a rule
 /// keeps it plain; backends told the scheme.
+/// An optional certificate whose Secret does not exist yet (an empty optional volume)
+/// leaves its name to the default certificate, then serves once the kubelet fills the
+/// folder; one added by a reload on a pod without its folder does not refuse the reload.
+#[test]
+fn an_optional_certificate_waits_for_its_files_and_a_reload_naming_one_applies() {
+    let pki = Pki::new();
+    let dir = site();
+    let (a, b) = (pki.leaf(&["a.test"]), pki.leaf(&["b.test"]));
+    write_leaf(&dir.path().join("b"), &b);
+    std::fs::create_dir_all(dir.path().join("secret")).unwrap();
+    let vhosts = "virtual_servers:\n  - name: a\n    hosts: [a.test]\n    root: www\n    tls: { cert: secret/tls.crt, key: secret/tls.key, optional: true }\n  - name: b\n    hosts: [b.test]\n    default: true\n    root: www\n    tls: { cert: b/tls.crt, key: b/tls.key }\n";
+    let config = write_config(
+        dir.path(),
+        &format!("tls:\n  listen: 127.0.0.1:0\n{vhosts}"),
+    );
+    let srv = Server::run_config(&config);
+    let addr = srv.tls_addr.unwrap();
+    let subject = |sni: &str| {
+        let text = s_client(addr, &["-servername", sni]);
+        text.lines()
+            .find(|l| l.starts_with("subject="))
+            .unwrap_or("")
+            .to_owned()
+    };
+    assert_eq!(
+        subject("a.test"),
+        "subject=CN = b.test",
+        "the default answers a.test"
+    );
+    let (_, served) = srv.admin_get("/certificates");
+    assert!(!served.contains(r#""vhost":"a""#), "{served}");
+
+    SecretVolume::new(dir.path().join("secret"), &a);
+    wait_for("the optional certificate to load", || {
+        subject("a.test") == "subject=CN = a.test"
+    });
+    let mut conn = Conn::open(&pki, addr, "a.test");
+    assert_eq!(conn.get("a.test", "/").0, 200);
+
+    // A pod that cannot mount a Secret added later: the reload still applies.
+    std::fs::write(&config, format!("{}  - name: c\n    hosts: [c.test]\n    root: www\n    tls: {{ cert: nowhere/tls.crt, key: nowhere/tls.key, optional: true }}\n", std::fs::read_to_string(&config).unwrap())).unwrap();
+    wait_for("the reload", || {
+        srv.metric(r#"skiff_config_reloads_total{result="success"}"#) == Some(1.0)
+    });
+    let plain = common::raw_exchange(
+        srv.addr,
+        "GET / HTTP/1.1\r\nHost: c.test\r\nConnection: close\r\n\r\n",
+    );
+    assert!(plain.starts_with("HTTP/1.1 200"), "{plain}");
+}
+
 #[test]
 fn hsts_redirects_and_backends_see_https() {
     let pki = Pki::new();

@@ -140,6 +140,9 @@ pub fn deployment(vs: &VirtualServer) -> Deployment {
                     secret: Some(SecretVolumeSource {
                         secret_name: Some(auth.secret_name.clone()),
                         items: Some(keys(&["htpasswd"])),
+                        // A missing Secret must not keep pods from starting: the rule
+                        // denies until the kubelet fills the volume.
+                        optional: Some(true),
                         ..Default::default()
                     }),
                     ..Default::default()
@@ -162,7 +165,10 @@ pub fn deployment(vs: &VirtualServer) -> Deployment {
                 items: Some(keys(&["tls.crt", "tls.key"])),
                 // Owner root, group the pod's fsGroup: readable by the server only.
                 default_mode: Some(0o440),
-                ..Default::default()
+                // A Secret cert-manager has not issued yet must not keep pods (and the
+                // site's plain HTTP) from starting: the kubelet fills the volume once it
+                // exists, and the server, which watches the folder, loads it then.
+                optional: Some(true),
             }),
             ..Default::default()
         });

@@ -383,10 +383,11 @@ fn tls_secrets_are_mounted_as_directories_and_the_https_port_is_open() {
     assert_eq!(
         tls,
         [
-            &json!({ "name": "tls-0", "secret": { "secretName": "shop-cert", "defaultMode": 0o440, "items": pair } }),
-            &json!({ "name": "tls-1", "secret": { "secretName": "org-cert", "defaultMode": 0o440, "items": pair } }),
+            &json!({ "name": "tls-0", "secret": { "secretName": "shop-cert", "defaultMode": 0o440, "items": pair, "optional": true } }),
+            &json!({ "name": "tls-1", "secret": { "secretName": "org-cert", "defaultMode": 0o440, "items": pair, "optional": true } }),
         ],
-        "not optional: a pod waits for its certificate rather than failing to load it"
+        "optional: pods start (and serve plain HTTP) before cert-manager issues the Secret, \
+         and the server loads it once the kubelet fills the volume"
     );
     let skiff = &pod["containers"][0];
     let mounts: Vec<&Value> = skiff["volumeMounts"]
@@ -573,6 +574,11 @@ fn htpasswd_volumes_are_named_by_position_whatever_their_secret_is_called() {
                 v["secret"]["items"],
                 json!([{ "key": "htpasswd", "path": "htpasswd" }]),
                 "only the htpasswd key"
+            );
+            assert_eq!(
+                v["secret"]["optional"],
+                json!(true),
+                "a missing Secret keeps no pod from starting; the rule denies meanwhile"
             );
         }
     }

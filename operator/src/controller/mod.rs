@@ -176,16 +176,12 @@ async fn reconcile_inner(vs: &VirtualServer, ctx: &Context) -> Result<Action> {
 
     // Status.
     let served = observe::served(client, &ns, &vs, &rendered.hash).await?;
-    let (certificate, missing_secrets) = match certificates {
-        Some(c) => (Some(c.outcome), c.missing_secrets),
-        None => (None, vec![]),
-    };
+    let certificate = certificates.map(|c| c.outcome);
     let observed = status::Observed {
         rendered: &rendered,
         missing_refs: missing,
         monitored,
         certificate,
-        missing_secrets,
         served_certificates: served.certificates,
         deployment: &applied.deployment,
         service: &applied.service,

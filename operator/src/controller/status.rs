@@ -69,8 +69,6 @@ pub(super) struct Observed<'a> {
     pub monitored: Outcome,
     /// `None` without `spec.tls`.
     pub certificate: Option<Outcome>,
-    /// TLS Secrets the edge pods mount that do not exist yet (the pods wait for them).
-    pub missing_secrets: Vec<String>,
     /// The certificates the serving pods report (`status.servedCertificates`).
     pub served_certificates: Vec<ServedCertificate>,
     /// The edge Deployment and Service as the apply returned them.
@@ -121,17 +119,8 @@ impl Observed<'_> {
         let message = format!("{ready}/{want} edge pods ready");
         if self.settled() && ready > 0 {
             Outcome::yes(Reason::Available, message)
-        } else if self.missing_secrets.is_empty() {
-            Outcome::no(Reason::RollingOut, message)
         } else {
-            let secrets = match &self.missing_secrets[..] {
-                [one] => format!("TLS Secret {one} exists"),
-                many => format!("TLS Secrets {} exist", many.join(", ")),
-            };
-            Outcome::no(
-                Reason::RollingOut,
-                format!("{message}; new pods start once {secrets}"),
-            )
+            Outcome::no(Reason::RollingOut, message)
         }
     }
 

@@ -187,12 +187,15 @@ impl From<&crd::Cors> for config::Cors {
     }
 }
 
-/// The htpasswd file is the Secret's `htpasswd` key, mounted under [`AUTH_DIR`].
+/// The htpasswd file is the Secret's `htpasswd` key, mounted under [`AUTH_DIR`] from an
+/// optional volume: until the Secret exists (or on pods started before the rule named it)
+/// the rule denies every request, and the rest of the config still loads.
 impl From<&crd::BasicAuth> for config::BasicAuth {
     fn from(b: &crd::BasicAuth) -> Self {
         config::BasicAuth {
             realm: b.realm.clone(),
             htpasswd: format!("{AUTH_DIR}/{}/htpasswd", b.secret_name),
+            optional: true,
         }
     }
 }

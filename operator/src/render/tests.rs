@@ -41,6 +41,10 @@ fn renders_rules_and_pools_into_a_config_the_server_accepts() {
         rules[3].basic_auth.as_ref().unwrap().htpasswd,
         "/etc/skiff/auth/admins/htpasswd"
     );
+    assert!(
+        rules[3].basic_auth.as_ref().unwrap().optional,
+        "a Secret created after the pods denies until it is mounted, not a refused reload"
+    );
     let cors = rules[3].cors.as_ref().unwrap();
     assert_eq!(cors.allow_origins, ["https://app.example.com"]);
     assert_eq!(cors.max_age, Some(600));
@@ -284,6 +288,7 @@ fn tls_renders_the_listener_the_certificate_files_hsts_and_the_redirect() {
             cert: "/etc/skiff/tls/shop-tls/tls.crt".into(),
             key: "/etc/skiff/tls/shop-tls/tls.key".into(),
             ocsp: None,
+            optional: true,
         })
     );
     assert_eq!(

@@ -49,7 +49,9 @@ impl From<&crd::Tls> for config::TlsConfig {
 
 /// A certificate's files: the keys of its kubernetes.io/tls Secret, mounted as a
 /// directory (never subPath), so the kubelet's update of a renewed Secret reaches the
-/// server, which watches the folder.
+/// server, which watches the folder. Optional, as the volume is: a Secret cert-manager
+/// has not issued yet (or one added to running pods, which cannot mount it) leaves its
+/// hosts without a certificate instead of refusing the config or the pods' start.
 impl From<&CertificateGroup> for config::CertificateFiles {
     fn from(g: &CertificateGroup) -> Self {
         let dir = certificate_dir(&g.secret_name);
@@ -57,6 +59,7 @@ impl From<&CertificateGroup> for config::CertificateFiles {
             cert: format!("{dir}/tls.crt"),
             key: format!("{dir}/tls.key"),
             ocsp: None,
+            optional: true,
         }
     }
 }

@@ -124,6 +124,20 @@ impl BasicAuth {
         if users.is_empty() {
             return Err("no users".into());
         }
+        BasicAuth::with_users(users, max_cost, realm)
+    }
+
+    /// Denies every request, with the realm's challenge: an optional htpasswd file that
+    /// does not exist yet. No credentials are verified, as none can be right.
+    pub fn deny_all(realm: &str) -> Result<BasicAuth, String> {
+        BasicAuth::with_users(HashMap::new(), 4, realm)
+    }
+
+    fn with_users(
+        users: HashMap<String, Arc<str>>,
+        max_cost: u32,
+        realm: &str,
+    ) -> Result<BasicAuth, String> {
         let challenge =
             HeaderValue::from_str(&format!("Basic realm=\"{realm}\", charset=\"UTF-8\""))
                 .map_err(|_| "the realm is not a valid header value".to_owned())?;
@@ -142,6 +156,9 @@ impl BasicAuth {
         let Some(value) = req.headers.get("authorization") else {
             return Decision::Deny;
         };
+        if self.users.is_empty() {
+            return Decision::Deny;
+        }
         let key = self.digest(value);
         if let Some(v) = verdict.filter(|v| v.key == key) {
             return match v.outcome {

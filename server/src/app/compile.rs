@@ -133,16 +133,20 @@ pub(super) fn compile_rule(
     let basic_auth = match &r.basic_auth {
         Some(b) => {
             let file = base.join(&b.htpasswd);
-            let text = std::fs::read_to_string(&file).map_err(|e| {
-                format!(
-                    "{at}.basic_auth.htpasswd: cannot read {}: {e}",
-                    file.display()
-                )
-            })?;
-            Some(
-                BasicAuth::from_htpasswd(&text, &b.realm)
-                    .map_err(|e| format!("{at}.basic_auth.htpasswd: {}: {e}", file.display()))?,
-            )
+            let auth = match std::fs::read_to_string(&file) {
+                Err(e) if b.optional && e.kind() == std::io::ErrorKind::NotFound => {
+                    tracing::warn!(
+                        at,
+                        htpasswd = %file.display(),
+                        "the optional htpasswd file does not exist yet: every request is denied until it does"
+                    );
+                    BasicAuth::deny_all(&b.realm)
+                }
+                Err(e) => Err(format!("cannot read {}: {e}", file.display())),
+                Ok(text) => BasicAuth::from_htpasswd(&text, &b.realm)
+                    .map_err(|e| format!("{}: {e}", file.display())),
+            };
+            Some(auth.map_err(|e| format!("{at}.basic_auth.htpasswd: {e}"))?)
         }
         None => None,
     };

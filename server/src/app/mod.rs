@@ -19,7 +19,7 @@ use ipnet::IpNet;
 use rules::{Action, BandwidthLimits, Rule};
 use skiff_config::{Config, HostPattern, UnknownHost};
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub struct App {
@@ -36,6 +36,8 @@ pub struct App {
     trusted_proxies: Vec<IpNet>,
     /// The port HTTPS redirects point at (443 is left out of the URL).
     https_port: u16,
+    /// The htpasswd files the rules read, which the reload loop watches.
+    pub htpasswd_files: Vec<PathBuf>,
 }
 
 struct VirtualHost {
@@ -201,6 +203,13 @@ impl App {
             default,
             unknown_host: cfg.unknown_host,
             trusted_proxies: parse_nets(&cfg.trusted_proxies)?,
+            htpasswd_files: cfg
+                .virtual_servers
+                .iter()
+                .flat_map(|vs| &vs.rules)
+                .filter_map(|r| r.basic_auth.as_ref())
+                .map(|b| base.join(&b.htpasswd))
+                .collect(),
             https_port: cfg.tls.as_ref().map_or(443, |t| {
                 t.public_port.unwrap_or_else(|| {
                     t.listen

@@ -25,9 +25,18 @@ use table::{CertTable, Resolver, Slot};
 #[derive(Debug, Clone, Default)]
 pub struct Wanted {
     entries: Vec<Entry>,
-    /// Each virtual server's name and a name its certificate is found by (`None`: the
-    /// default's, for clients without SNI), for the expiry metric.
-    vhosts: Vec<(String, Option<String>)>,
+    /// Each virtual server, for the expiry metric and `/certificates`.
+    vhosts: Vec<VhostProbe>,
+}
+
+#[derive(Debug, Clone)]
+struct VhostProbe {
+    name: String,
+    /// A name its certificate is found by (`None`: the default's, for clients without SNI).
+    probe: Option<String>,
+    /// Its own certificate's files: while they are pending, the certificate another
+    /// entry lends its names is not reported as its own.
+    own: Option<PairFiles>,
 }
 
 #[derive(Debug, Clone)]
@@ -36,6 +45,8 @@ struct Entry {
     /// A virtual server's hosts; `None`: the names in the certificate.
     hosts: Option<Vec<String>>,
     default: bool,
+    /// Files that do not load leave it pending rather than fail the start or reload.
+    optional: bool,
 }
 
 impl Wanted {
@@ -49,11 +60,13 @@ impl Wanted {
         };
         let mut wanted = Wanted::default();
         for vs in &cfg.virtual_servers {
+            let own = vs.tls.as_ref().map(files);
             if let Some(f) = &vs.tls {
                 wanted.entries.push(Entry {
                     files: files(f),
                     hosts: Some(vs.hosts.clone()),
                     default: vs.default,
+                    optional: f.optional,
                 });
             }
             // A wildcard's certificate is found by any name one label below it.
@@ -61,34 +74,50 @@ impl Wanted {
                 Some(parent) => format!("wildcard.{parent}"),
                 None => h.clone(),
             });
-            wanted.vhosts.push((vs.name.clone(), probe));
+            wanted.vhosts.push(VhostProbe {
+                name: vs.name.clone(),
+                probe,
+                own,
+            });
         }
         for f in cfg.tls.iter().flat_map(|t| &t.certificates) {
             wanted.entries.push(Entry {
                 files: files(f),
                 hosts: None,
                 default: false,
+                optional: f.optional,
             });
         }
         wanted
     }
 
-    fn pair_files(&self) -> impl Iterator<Item = &PairFiles> {
-        self.entries.iter().map(|e| &e.files)
+    /// Each pair's files once, with whether every entry naming them is optional.
+    fn pairs(&self) -> Vec<(&PairFiles, bool)> {
+        let mut pairs: Vec<(&PairFiles, bool)> = Vec::new();
+        for e in &self.entries {
+            match pairs.iter_mut().find(|(f, _)| *f == &e.files) {
+                Some((_, optional)) => *optional &= e.optional,
+                None => pairs.push((&e.files, e.optional)),
+            }
+        }
+        pairs
     }
 
     /// Loads every wanted pair as starting would (`skiff check`): the first that fails
-    /// to parse, or whose key does not match, is the error.
+    /// to parse, or whose key does not match, is the error. Optional pairs may wait.
     pub fn check(&self) -> Result<(), String> {
         let provider = policy::provider();
-        for files in self.pair_files() {
-            pair::load(files, &provider)?;
+        for (files, optional) in self.pairs() {
+            if !optional {
+                pair::load(files, &provider)?;
+            }
         }
         Ok(())
     }
 }
 
-/// What serves now: the wanted certificates and their last good loads.
+/// What serves now: the wanted certificates and their last good loads. An optional pair
+/// whose files have not loaded yet (pending) has none, and serves no name until it does.
 struct Live {
     wanted: Wanted,
     loaded: HashMap<PairFiles, LoadedPair>,
@@ -142,15 +171,13 @@ impl Tls {
     /// configuration serving. Every pair is read again; one already serving is kept,
     /// as [`Tls::refresh`] would keep it, when its files now fail to load (caught
     /// mid-rotation) or hold a certificate outside its validity while the serving one
-    /// is not. Only a new pair that fails to load fails the reload.
+    /// is not. Only a new pair that fails to load fails the reload; an optional one waits
+    /// (pending) instead.
     pub fn prepare(&self, wanted: Wanted) -> Result<Prepared, String> {
         let now = pair::unix_now();
         let live = self.live.lock().unwrap_or_else(|e| e.into_inner());
         let mut loaded = HashMap::new();
-        for files in wanted.pair_files() {
-            if loaded.contains_key(files) {
-                continue;
-            }
+        for (files, optional) in wanted.pairs() {
             let fresh = pair::load(files, &self.provider);
             let kept = |why: &str| {
                 tracing::error!(
@@ -170,6 +197,13 @@ impl Tls {
                 (Ok(p), Some(old)) if !p.valid_at(now) && old.valid_at(now) => {
                     kept("the new certificate is outside its validity period");
                     old.clone()
+                }
+                (Err(e), None) if optional => {
+                    tracing::warn!(
+                        cert = %files.cert.display(),
+                        "optional certificate waits for its files; its names get no certificate of their own until they load: {e}"
+                    );
+                    continue;
                 }
                 (Err(e), None) => return Err(e),
                 (Ok(p), _) => {
@@ -203,13 +237,28 @@ impl Tls {
 
     /// Reads every live certificate's files again (they changed on disk). A pair that
     /// changed and passes its checks replaces the old one; one that fails keeps the old
-    /// one serving, logged and counted. Returns how many pairs were replaced.
+    /// one serving, logged and counted. A pending pair serves once its files load.
+    /// Returns how many pairs were replaced or loaded.
     pub fn refresh(&self) -> usize {
         let now = pair::unix_now();
         let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
-        let files: Vec<PairFiles> = live.loaded.keys().cloned().collect();
+        let files: Vec<PairFiles> = live
+            .wanted
+            .pairs()
+            .into_iter()
+            .map(|(f, _)| f.clone())
+            .collect();
         let mut replaced = 0;
         for files in files {
+            if let std::collections::hash_map::Entry::Vacant(pending) =
+                live.loaded.entry(files.clone())
+            {
+                if let Some(p) = self.load_pending(&files, now) {
+                    pending.insert(p);
+                    replaced += 1;
+                }
+                continue;
+            }
             let result = pair::load(&files, &self.provider).and_then(|p| {
                 if p.valid_at(now) {
                     Ok(p)
@@ -254,12 +303,37 @@ impl Tls {
         replaced
     }
 
+    /// A pending pair's files, if they load now (logged and counted; out of its validity
+    /// period it still serves, as nothing else can for its names). Still missing: `None`,
+    /// quietly, as the minute's recheck asks again.
+    fn load_pending(&self, files: &PairFiles, now: i64) -> Option<LoadedPair> {
+        let p = match pair::load(files, &self.provider) {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::debug!(cert = %files.cert.display(), "optional certificate still waits: {e}");
+                return None;
+            }
+        };
+        if p.valid_at(now) {
+            tracing::info!(cert = %files.cert.display(), serial = p.serial.as_str(), not_after = p.not_after, "optional certificate loaded");
+        } else {
+            tracing::error!(cert = %files.cert.display(), not_after = p.not_after, "optional certificate loaded outside its validity period");
+        }
+        self.metrics
+            .tls_certificate_reloads
+            .get_or_create(&crate::metrics::ResultLabels { result: "success" })
+            .inc();
+        Some(p)
+    }
+
     /// Builds the table from the live pairs and swaps it in; sets the expiry metric.
     fn install(&self, live: &Live) {
         let mut table = CertTable::default();
         let mut first_listener_slot = None;
         for entry in &live.wanted.entries {
-            let pair = &live.loaded[&entry.files];
+            let Some(pair) = live.loaded.get(&entry.files) else {
+                continue; // pending
+            };
             let i = table.slot(Slot {
                 id: entry.files.cert.to_string_lossy().into(),
                 key: pair.key.clone(),
@@ -287,8 +361,12 @@ impl Tls {
         let expiry = &self.metrics.tls_certificate_expiry;
         expiry.clear();
         let mut served = Vec::new();
-        for (vhost, probe) in &live.wanted.vhosts {
-            if let Some(slot) = table.find(probe.as_deref()) {
+        for v in &live.wanted.vhosts {
+            if v.own.as_ref().is_some_and(|f| !live.loaded.contains_key(f)) {
+                continue; // pending
+            }
+            let vhost = &v.name;
+            if let Some(slot) = table.find(v.probe.as_deref()) {
                 expiry
                     .get_or_create(&crate::metrics::VhostNameLabels {
                         vhost: vhost.clone(),
@@ -323,12 +401,15 @@ impl Tls {
         table.find(Some(&authority.name)).map(|s| &*s.id) != given
     }
 
-    /// The folders holding the live certificate files, which the watcher follows.
+    /// The folders holding the wanted certificate files (pending ones' too), which the
+    /// watcher follows.
     pub fn folders(&self) -> Vec<PathBuf> {
         let live = self.live.lock().unwrap_or_else(|e| e.into_inner());
         let mut dirs: Vec<PathBuf> = live
-            .loaded
-            .keys()
+            .wanted
+            .entries
+            .iter()
+            .map(|e| &e.files)
             .flat_map(|f| [Some(&f.cert), Some(&f.key), f.ocsp.as_ref()])
             .flatten()
             .filter_map(|p| p.parent().map(Path::to_owned))
@@ -345,7 +426,7 @@ impl Tls {
             return true;
         }
         let live = self.live.lock().unwrap_or_else(|e| e.into_inner());
-        live.loaded.keys().any(|f| {
+        live.wanted.entries.iter().map(|e| &e.files).any(|f| {
             [Some(&f.cert), Some(&f.key), f.ocsp.as_ref()]
                 .into_iter()
                 .flatten()

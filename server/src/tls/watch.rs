@@ -36,7 +36,9 @@ pub async fn watch(tls: Arc<Tls>) {
         // A reload may have named new folders.
         if let Some(w) = watcher.as_mut() {
             for dir in tls.folders() {
-                if !watched.contains(&dir) {
+                // A pending certificate's folder may not exist (a pod started before its
+                // Secret volume was added): the minute's recheck is all it can get.
+                if !watched.contains(&dir) && dir.is_dir() {
                     match w.watch(&dir, notify::RecursiveMode::NonRecursive) {
                         Ok(()) => {
                             watched.insert(dir);

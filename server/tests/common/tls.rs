@@ -185,3 +185,39 @@ pub fn dechunk(mut raw: &[u8]) -> Option<Vec<u8>> {
         raw = &raw[line_end + 2 + size + 2..];
     }
 }
+
+/// A Kubernetes Secret volume: `tls.crt -> ..data/tls.crt`, `..data -> ..<timestamp>`;
+/// an update writes a new timestamped folder and renames a new `..data` link over the old.
+pub struct SecretVolume {
+    dir: PathBuf,
+    generation: usize,
+}
+
+impl SecretVolume {
+    pub fn new(dir: PathBuf, leaf: &Leaf) -> SecretVolume {
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut v = SecretVolume { dir, generation: 0 };
+        v.update(&leaf.cert, &leaf.key);
+        for name in ["tls.crt", "tls.key"] {
+            std::os::unix::fs::symlink(format!("..data/{name}"), v.dir.join(name)).unwrap();
+        }
+        v
+    }
+
+    pub fn update(&mut self, cert: &str, key: &str) {
+        self.generation += 1;
+        let data = format!("..2026_11_23_00_00_0{}", self.generation);
+        let (cert_path, key_path) = write_leaf(
+            &self.dir.join(&data),
+            &Leaf {
+                cert: cert.into(),
+                key: key.into(),
+                der: vec![],
+            },
+        );
+        assert!(cert_path.exists() && key_path.exists());
+        let tmp = self.dir.join("..data_tmp");
+        std::os::unix::fs::symlink(&data, &tmp).unwrap();
+        std::fs::rename(&tmp, self.dir.join("..data")).unwrap();
+    }
+}

@@ -274,6 +274,12 @@ pub struct BasicAuth {
     pub realm: String,
     /// Path of an htpasswd file with bcrypt (`$2y$`) entries, of cost 14 at most (`htpasswd -B -C 12`). Checks run on one thread per CPU; when too many wait, a request is answered 503 with `Retry-After`, not 401.
     pub htpasswd: String,
+    /// A missing htpasswd file is not an error: every request is denied (401) until it
+    /// exists (a Kubernetes Secret created after the pod, through an optional volume).
+    /// Otherwise it fails the start or the reload. Either way the file is watched, and a
+    /// change reloads the configuration.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub optional: bool,
 }
 
 fn default_realm() -> String {

@@ -1,8 +1,11 @@
 //! Hot reload. The config file's folder is watched (which also sees a Kubernetes ConfigMap's
-//! atomic `..data` symlink swap), and SIGHUP forces a check. A valid new config is compiled
+//! atomic `..data` symlink swap), and so are the htpasswd files it names (`htpasswd`);
+//! SIGHUP forces a check. A valid new config is compiled
 //! and swapped in atomically; an invalid one is logged and counted, and the old one keeps
 //! serving. Changes that cannot apply in place (listeners, threads, cache sizing, limits,
 //! the access log) are reported as needing a restart and not applied at all.
+
+mod htpasswd;
 
 use crate::app::{App, ServeOverrides};
 use crate::error::ConfigError;
@@ -129,11 +132,14 @@ pub fn reload_once(
     outcome
 }
 
-/// What wakes the reload loop: file-system events in the config folder, and SIGHUP.
-/// Registered before the server reports that it listens, so no early change is missed.
+/// What wakes the reload loop: file-system events in the config folder, changes to the
+/// htpasswd files the live config names, and SIGHUP. Registered before the server reports
+/// that it listens, so no early change is missed.
 pub struct Triggers {
     _watcher: Option<notify::RecommendedWatcher>,
     events: tokio::sync::mpsc::UnboundedReceiver<()>,
+    htpasswd: htpasswd::HtpasswdWatch,
+    htpasswd_events: tokio::sync::mpsc::UnboundedReceiver<()>,
     hup: Option<tokio::signal::unix::Signal>,
 }
 
@@ -171,9 +177,12 @@ impl Triggers {
                 None
             }
         };
+        let (htpasswd_tx, htpasswd_events) = tokio::sync::mpsc::unbounded_channel::<()>();
         Triggers {
             _watcher: watcher,
             events,
+            htpasswd: htpasswd::HtpasswdWatch::new(htpasswd_tx),
+            htpasswd_events,
             hup,
         }
     }
@@ -211,9 +220,12 @@ pub async fn watch(
     let mut pending = true;
     loop {
         let mut forced = false;
+        triggers.htpasswd.follow(&shared.app.load().htpasswd_files);
         if !pending {
             tokio::select! {
                 Some(()) = triggers.events.recv() => {}
+                // The config text is the same: only a forced reload reads the file again.
+                Some(()) = triggers.htpasswd_events.recv() => forced = true,
                 Some(()) = async { match triggers.hup.as_mut() { Some(h) => h.recv().await, None => std::future::pending().await } } => forced = true,
             }
         }
@@ -227,6 +239,9 @@ pub async fn watch(
             let mut more = false;
             while triggers.events.try_recv().is_ok() {
                 more = true;
+            }
+            while triggers.htpasswd_events.try_recv().is_ok() {
+                (more, forced) = (true, true);
             }
             if !more || tokio::time::Instant::now() >= settle_until {
                 break;
