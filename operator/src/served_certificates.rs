@@ -68,6 +68,31 @@ pub fn summarize(
         .collect()
 }
 
+/// The Secrets (values of `secrets`, by virtual server) that some pod serving the desired
+/// config answered without: its server has not loaded the pair (the kubelet has not yet
+/// filled the Secret's optional volume, or the pair does not load). Pods on another
+/// config, and pods that did not answer, say nothing either way.
+pub fn unserved(
+    secrets: &BTreeMap<String, String>,
+    pods: &[(bool, Option<Vec<Report>>)],
+) -> Vec<String> {
+    let mut missing: Vec<String> = secrets
+        .iter()
+        .filter(|(vhost, _)| {
+            pods.iter().any(|(on_desired, reports)| {
+                *on_desired
+                    && reports
+                        .as_ref()
+                        .is_some_and(|r| !r.iter().any(|r| &r.vhost == *vhost))
+            })
+        })
+        .map(|(_, secret)| secret.clone())
+        .collect();
+    missing.sort();
+    missing.dedup();
+    missing
+}
+
 /// Seconds since the epoch as RFC 3339 (UTC); out of range, the epoch's own.
 fn rfc3339(seconds: i64) -> String {
     k8s_openapi::jiff::Timestamp::from_second(seconds)
@@ -184,5 +209,28 @@ mod tests {
         assert_eq!(admin_get(&pod, port, "/elsewhere", 1024).await, None);
         let no_ip: Pod = serde_json::from_value(json!({ "metadata": { "name": "new" } })).unwrap();
         assert_eq!(served(&no_ip, port).await, None);
+    }
+
+    #[test]
+    fn a_secret_a_pod_on_the_desired_config_does_not_serve_is_unserved() {
+        let secrets = BTreeMap::from([
+            ("shop".to_string(), "shop-tls".to_string()),
+            ("shop-tls-1".to_string(), "org-tls".to_string()),
+        ]);
+        let report = |vhost: &str| Report {
+            vhost: vhost.into(),
+            serial: "01".into(),
+            not_after: 0,
+        };
+        let both = Some(vec![report("shop"), report("shop-tls-1")]);
+        let shop_only = Some(vec![report("shop")]);
+        assert!(unserved(&secrets, &[(true, both.clone()), (true, None)]).is_empty());
+        assert_eq!(
+            unserved(&secrets, &[(true, both), (true, shop_only.clone())]),
+            ["org-tls"]
+        );
+        // A pod still on the old config (without that certificate) says nothing.
+        assert!(unserved(&secrets, &[(false, shop_only)]).is_empty());
+        assert!(unserved(&secrets, &[]).is_empty());
     }
 }

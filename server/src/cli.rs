@@ -498,6 +498,7 @@ fn check(path: &std::path::Path) -> i32 {
             &cache,
             &RootRegistry::default(),
             &ServeOverrides::default(),
+            None,
         )
         .and_then(|_| crate::tls::Wanted::from_config(&cfg, &file.base()).check())
         .map(|_| (cfg, hash))

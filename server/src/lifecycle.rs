@@ -64,9 +64,16 @@ pub fn serve(
         .enable_all()
         .build()
         .map_err(StartError::Runtime)?;
+    // Watching starts before building reads the htpasswd files, so no change between is
+    // missed.
+    let reload_triggers = file.map(|f| {
+        let _guard = control.enter();
+        let htpasswd = crate::app::htpasswd_files(&cfg, base);
+        (reload::Triggers::register(&f, &htpasswd), f)
+    });
     let app = {
         let _in_runtime = control.enter();
-        App::build(&cfg, base, hash.clone(), &cache, &roots, &overrides)
+        App::build(&cfg, base, hash.clone(), &cache, &roots, &overrides, None)
             .map_err(ConfigError::Invalid)?
     };
     let metrics = Metrics::new();
@@ -122,17 +129,13 @@ pub fn serve(
     }
     // Without a config file there is nothing to reload, but SIGHUP (sent from habit, to
     // pick up certificates) must not end the server as its default action would.
-    let hup_without_config = match file {
+    let hup_without_config = match reload_triggers {
         None => {
             let _guard = control.enter();
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok()
         }
         Some(_) => None,
     };
-    let reload_triggers = file.map(|f| {
-        let _guard = control.enter();
-        (reload::Triggers::register(&f), f)
-    });
     let admin_addr = admin_listener.as_ref().and_then(|l| l.local_addr().ok());
     // Installed before the line below says the server listens: a SIGTERM sent at once
     // then drains instead of killing. Installing runs once, before startup's pages go back.

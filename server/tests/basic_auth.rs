@@ -287,6 +287,25 @@ fn a_rewritten_htpasswd_applies_without_a_signal() {
         status(&raw_exchange(srv.addr, &get("/admin/", "bob:other"))),
         200
     );
+    // Emptied: nobody gets in (a revocation must not fail the reload and keep the users).
+    std::fs::write(dir.path().join("htpasswd"), "# nobody\n").unwrap();
+    wait_for_status(
+        &srv,
+        "bob:other",
+        401,
+        "bob still gets in through an emptied file",
+    );
+    std::fs::write(
+        dir.path().join("htpasswd"),
+        format!("bob:{}\n", bcrypt::hash("other", 4).unwrap()),
+    )
+    .unwrap();
+    wait_for_status(
+        &srv,
+        "bob:other",
+        200,
+        "bob's entry written back is not used",
+    );
     // A broken file keeps the last good one: bob still gets in, and it is counted.
     std::fs::write(dir.path().join("htpasswd"), "bob:plaintext\n").unwrap();
     let end = Instant::now() + Duration::from_secs(10);
@@ -340,7 +359,55 @@ fn an_optional_htpasswd_denies_until_it_exists_then_serves_its_users() {
 }
 
 #[test]
-fn a_missing_htpasswd_that_is_not_optional_fails_the_start() {
+fn a_rule_whose_htpasswd_folder_is_not_on_this_pod_keeps_its_users() {
+    // The Secret renamed: a pod started before has no folder for the new name and keeps
+    // the users the rule had; an empty folder (a new Secret not there yet) denies.
+    let (dir, srv) = start_with(
+        Some(&alice()),
+        "{ realm: Admin, htpasswd: htpasswd, optional: true }",
+    );
+    assert_eq!(
+        status(&raw_exchange(srv.addr, &get("/admin/", "alice:s3cret"))),
+        200
+    );
+    let config = dir.path().join("skiff.yaml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    let reloads = |srv: &Server| {
+        srv.metric("skiff_config_reloads_total{result=\"success\"}")
+            .unwrap_or(0.0)
+    };
+    let before = reloads(&srv);
+    std::fs::write(
+        &config,
+        text.replace("htpasswd: htpasswd", "htpasswd: renamed/htpasswd"),
+    )
+    .unwrap();
+    let end = Instant::now() + Duration::from_secs(10);
+    while reloads(&srv) <= before {
+        assert!(Instant::now() < end, "the reload did not apply");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        status(&raw_exchange(srv.addr, &get("/admin/", "alice:s3cret"))),
+        200,
+        "the rule lost its users on a pod that cannot have the new folder"
+    );
+    assert_eq!(
+        status(&raw_exchange(srv.addr, &get("/admin/", "alice:wrong"))),
+        401
+    );
+    let before = reloads(&srv);
+    std::fs::write(
+        &config,
+        text.replace("htpasswd: htpasswd", "htpasswd: secret/htpasswd"),
+    )
+    .unwrap();
+    wait_for_status(&srv, "alice:s3cret", 401, "an empty folder let alice in");
+    assert!(reloads(&srv) > before);
+}
+
+#[test]
+fn a_missing_htpasswd_that_is_not_optional_fails_the_check() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("www")).unwrap();
     let config = dir.path().join("skiff.yaml");

@@ -43,7 +43,8 @@ pub fn config_map(vs: &VirtualServer, rendered: &Rendered) -> ConfigMap {
 /// The edge Deployment. A config-only change does not touch the pod template: the pods
 /// hot-reload the mounted ConfigMap (mounted as a directory, never subPath, so the kubelet
 /// updates it), and the same holds for the TLS Secrets. Changes to the template roll pod by
-/// pod with maxUnavailable 0. A pod waits for its TLS Secrets to exist before it starts.
+/// pod with maxUnavailable 0. Secret volumes are optional: a pod starts before its TLS or
+/// htpasswd Secret exists, and the server picks the files up once the kubelet fills them.
 pub fn deployment(vs: &VirtualServer) -> Deployment {
     let spec = &vs.spec;
     let image = spec.image.as_deref().unwrap_or(DEFAULT_IMAGE);
@@ -433,7 +434,8 @@ fn container_security() -> SecurityContext {
 
 /// A Secret volume's keys, each as the file of its name. Only these are mounted: a
 /// VirtualServer naming some other Secret (a database password, in a pod whose image its
-/// author chooses) mounts nothing of it, and its pods wait with the kubelet's message.
+/// author chooses) mounts nothing of it (the volumes are optional: the operator's status
+/// says when a Secret or its key is missing).
 fn keys(names: &[&str]) -> Vec<KeyToPath> {
     names
         .iter()

@@ -176,7 +176,8 @@ async fn reconcile_inner(vs: &VirtualServer, ctx: &Context) -> Result<Action> {
 
     // Status.
     let served = observe::served(client, &ns, &vs, &rendered.hash).await?;
-    let certificate = certificates.map(|c| c.outcome);
+    let certificate =
+        certificates.map(|c| status::served_or_not(c.outcome, &served.unserved_secrets));
     let observed = status::Observed {
         rendered: &rendered,
         missing_refs: missing,

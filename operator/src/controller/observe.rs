@@ -38,16 +38,30 @@ pub(super) async fn missing_refs(
     for rule in &vs.spec.rules {
         if let Some(auth) = &rule.basic_auth {
             let name = &auth.secret_name;
-            if Api::<Secret>::namespaced(client.clone(), ns)
+            // The volume is optional, so the kubelet says nothing of a missing Secret or
+            // key: the rule would deny everyone without a word.
+            match Api::<Secret>::namespaced(client.clone(), ns)
                 .get_opt(name)
                 .await?
-                .is_none()
             {
-                missing.push(format!("Secret {name}"));
+                None => missing.push(format!("Secret {name}")),
+                Some(s) if !has_key(&s, "htpasswd") => {
+                    missing.push(format!("key htpasswd in Secret {name}"))
+                }
+                Some(_) => {}
             }
         }
     }
     Ok((!missing.is_empty()).then(|| format!("not found: {}", missing.join(", "))))
+}
+
+/// Whether a Secret holds `key` (in `data`, or in `stringData` as written).
+fn has_key(secret: &Secret, key: &str) -> bool {
+    secret.data.as_ref().is_some_and(|d| d.contains_key(key))
+        || secret
+            .string_data
+            .as_ref()
+            .is_some_and(|d| d.contains_key(key))
 }
 
 /// What the serving edge pods report: which config each serves, and with `spec.tls`
@@ -56,6 +70,8 @@ pub(super) struct Served {
     pub live: Verdict,
     /// Empty without `spec.tls`, or until the pods answer `/certificates`.
     pub certificates: Vec<ServedCertificate>,
+    /// TLS Secrets a pod on the desired config answered without.
+    pub unserved_secrets: Vec<String>,
 }
 
 /// Asks each serving pod which config it serves (hot reloads land when the kubelet
@@ -94,8 +110,14 @@ pub(super) async fn served(
         .into_iter()
         .map(|g| (render::vhost_name(&name, g.index), g.secret_name))
         .collect();
+    let by_pod: Vec<(bool, _)> = hashes
+        .iter()
+        .map(|h| h.as_deref() == Some(desired_hash))
+        .zip(certificates.iter().cloned())
+        .collect();
     Ok(Served {
         live: live_config::verdict(desired_hash, &hashes),
         certificates: served_certificates::summarize(&secrets, &certificates),
+        unserved_secrets: served_certificates::unserved(&secrets, &by_pod),
     })
 }

@@ -139,7 +139,10 @@ impl Observed<'_> {
             .map(|c| c.reason);
         if !self.settled() || self.live.reason == Reason::Reloading {
             Duration::from_secs(5)
-        } else if matches!(certificate, Some(Reason::Pending | Reason::SecretNotFound)) {
+        } else if matches!(
+            certificate,
+            Some(Reason::Pending | Reason::SecretNotFound | Reason::NotServed)
+        ) {
             Duration::from_secs(10)
         } else if self.live.reason == Reason::PodsUnreachable {
             Duration::from_secs(30)
@@ -152,6 +155,27 @@ impl Observed<'_> {
             Duration::from_secs(300)
         }
     }
+}
+
+/// `CertificateReady` as the certificate step found it, unless every certificate is in
+/// place and a pod serving the current config does not serve one of them: the Secret
+/// exists, but clients do not get it from that pod.
+pub(super) fn served_or_not(found: Outcome, unserved: &[String]) -> Outcome {
+    if !found.ok || unserved.is_empty() {
+        return found;
+    }
+    let secrets = match unserved {
+        [one] => format!("Secret {one}"),
+        many => format!("Secrets {}", many.join(", ")),
+    };
+    Outcome::no(
+        Reason::NotServed,
+        format!(
+            "not every edge pod serves {secrets} yet: the kubelet refreshes Secret \
+             volumes within a minute or so; if this lasts, the Secret does not hold a valid \
+             pair (the pods' logs say why)"
+        ),
+    )
 }
 
 /// The status of a spec that is not applied, with the reason: it does not render into a

@@ -239,7 +239,6 @@ impl ApiServer {
 
     /// [`Self::accepted_children`] up to the certificates (which come next with `spec.tls`).
     async fn children(&mut self, content_exists: bool) -> BTreeMap<&'static str, Value> {
-        let mut applied = BTreeMap::new();
         let content = self
             .expect(Method::GET, "/api/v1/namespaces/web/configmaps/site")
             .await;
@@ -250,6 +249,12 @@ impl ApiServer {
         } else {
             content.not_found();
         }
+        self.children_after_refs().await
+    }
+
+    /// [`Self::children`] after the referenced objects were read.
+    async fn children_after_refs(&mut self) -> BTreeMap<&'static str, Value> {
+        let mut applied = BTreeMap::new();
         let configmap = self
             .expect_apply("/api/v1/namespaces/web/configmaps/shop-config", json!({}))
             .await;
@@ -775,6 +780,41 @@ async fn a_missing_content_config_map_is_reported_and_the_children_are_still_app
     assert_eq!(
         accepted.status, "True",
         "a missing reference is not an invalid config"
+    );
+}
+
+/// The htpasswd Secret's volume is optional, so the kubelet says nothing when its
+/// `htpasswd` key is missing (an ingress-nginx Secret keeps it under `auth`): the status
+/// does.
+#[tokio::test]
+async fn an_auth_secret_without_an_htpasswd_key_is_a_missing_reference() {
+    let spec = json!({
+        "hosts": ["shop.example"], "content": { "configMap": "site" },
+        "rules": [{ "match": { "prefix": "/admin/" }, "action": { "static": {} },
+                    "basicAuth": { "realm": "Admin", "secretName": "admins" } }]
+    });
+    let (result, status) = run(virtual_server(spec, None), |mut api| async move {
+        api.expect(Method::GET, "/api/v1/namespaces/web/configmaps/site")
+            .await
+            .ok(json!({ "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": "site" } }));
+        api.expect(Method::GET, "/api/v1/namespaces/web/secrets/admins")
+            .await
+            .ok(
+                json!({ "apiVersion": "v1", "kind": "Secret", "metadata": { "name": "admins" },
+                        "data": { "auth": "YWxpY2U6eAo=" } }),
+            );
+        api.children_after_refs().await;
+        api.no_pods().await;
+        let status = api.expect_status().await;
+        api.expect_event(EventReason::Created).await;
+        (api, status)
+    })
+    .await;
+    assert!(result.is_ok());
+    let refs = condition(&status, ConditionType::ResolvedRefs);
+    assert_eq!(
+        (refs.status.as_str(), refs.message.as_str()),
+        ("False", "not found: key htpasswd in Secret admins")
     );
 }
 
@@ -1482,6 +1522,27 @@ fn the_served_certificates_go_into_the_status_and_a_refusal_is_announced_once() 
     assert_eq!(status::certificate_event(&s, &o), None, "said already");
     let fine = observed(&rendered, &deployment, &service, None);
     assert_eq!(status::certificate_event(&s, &fine), None);
+}
+
+/// A Secret in place that a pod on the current config does not serve (its optional
+/// volume not refreshed yet, or a pair that does not load) is not ready for clients.
+#[test]
+fn a_certificate_in_place_that_a_pod_does_not_serve_is_not_ready() {
+    let issued = status::Outcome::yes(Reason::Issued, "Certificate shop-tls is ready");
+    let o = status::served_or_not(issued.clone(), &["shop-tls".into()]);
+    assert_eq!((o.ok, o.reason), (false, Reason::NotServed));
+    assert!(
+        o.message
+            .starts_with("not every edge pod serves Secret shop-tls yet"),
+        "{}",
+        o.message
+    );
+    let all = status::served_or_not(issued, &[]);
+    assert_eq!((all.ok, all.reason), (true, Reason::Issued));
+    // A reason of its own (not issued yet) is kept.
+    let pending = status::Outcome::no(Reason::Pending, "requested");
+    let o = status::served_or_not(pending, &["shop-tls".into()]);
+    assert_eq!((o.ok, o.reason), (false, Reason::Pending));
 }
 
 #[test]

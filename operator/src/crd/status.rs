@@ -160,6 +160,9 @@ vocabulary! {
         PrometheusOperatorNotInstalled,
         /// CertificateReady: the named Secret exists.
         SecretFound,
+        /// CertificateReady: the Secret exists, and an edge pod on the current config does
+        /// not serve it yet (the kubelet fills the volume lazily), or cannot load it.
+        NotServed,
         /// CertificateReady: the named Secret does not exist.
         SecretNotFound,
         /// CertificateReady: tls.issuerRef without cert-manager's CRDs.
@@ -229,6 +232,6 @@ mod tests {
         );
         assert_eq!(EventReason::Rejected.as_str(), "Rejected");
         assert_eq!(ConditionType::ALL.len(), 6);
-        assert_eq!(Reason::ALL.len(), 22);
+        assert_eq!(Reason::ALL.len(), 23);
     }
 }

@@ -29,6 +29,7 @@ const BCRYPT_B64: base64::engine::GeneralPurpose = base64::engine::GeneralPurpos
     base64::engine::general_purpose::NO_PAD,
 );
 
+#[derive(Clone)]
 pub struct BasicAuth {
     pub challenge: HeaderValue,
     users: HashMap<String, Arc<str>>,
@@ -121,10 +122,13 @@ impl BasicAuth {
             max_cost = max_cost.max(cost);
             users.insert(user.to_owned(), Arc::from(hash));
         }
-        if users.is_empty() {
-            return Err("no users".into());
-        }
+        // No users (an emptied file, as nginx reads one): everyone is denied.
         BasicAuth::with_users(users, max_cost, realm)
+    }
+
+    /// Whether no user can pass (an empty file, or an optional one not there yet).
+    pub fn denies_all(&self) -> bool {
+        self.users.is_empty()
     }
 
     /// Denies every request, with the realm's challenge: an optional htpasswd file that
@@ -414,7 +418,6 @@ mod tests {
         let err = |text: &str| BasicAuth::from_htpasswd(text, "r").err().expect("refused");
         assert!(err("bob:{SHA}abc\n").contains("not bcrypt"));
         assert!(err("bob:plain\n").contains("line 1"));
-        assert_eq!(err("# only comments\n"), "no users");
         assert!(err("bob:$2b$04$tooshort\n").contains("malformed"));
         let good = bcrypt::hash("pw", 4).unwrap();
         assert!(err(&format!("bob:{}", good.replacen("$04$", "$99$", 1))).contains("malformed"));
@@ -442,6 +445,19 @@ mod tests {
                 "{value:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_file_without_users_denies_everyone_without_bcrypt() {
+        // An emptied file revokes everyone, as nginx reads it, rather than failing the
+        // reload and leaving the old users in.
+        let empty = BasicAuth::from_htpasswd("# nobody\n\n", "r").unwrap();
+        assert!(empty.denies_all());
+        assert!(matches!(
+            decide(&empty, Some(&basic("alice:s3cret")), None),
+            Decision::Deny
+        ));
+        assert!(!auth(&[("alice", "s3cret", 4)]).denies_all());
     }
 
     #[test]

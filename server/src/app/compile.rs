@@ -16,6 +16,7 @@ pub(super) fn compile_rule(
     at: &str,
     base: &Path,
     pools: &HashMap<&str, Arc<Pool>>,
+    previous_auth: Option<&BasicAuth>,
 ) -> Result<Rule, String> {
     let m = &r.matches;
     let regex = match &m.regex {
@@ -133,17 +134,30 @@ pub(super) fn compile_rule(
     let basic_auth = match &r.basic_auth {
         Some(b) => {
             let file = base.join(&b.htpasswd);
+            let folder_exists = file.parent().is_some_and(Path::is_dir);
             let auth = match std::fs::read_to_string(&file) {
                 Err(e) if b.optional && e.kind() == std::io::ErrorKind::NotFound => {
-                    tracing::warn!(
-                        at,
-                        htpasswd = %file.display(),
-                        "the optional htpasswd file does not exist yet: every request is denied until it does"
-                    );
-                    BasicAuth::deny_all(&b.realm)
+                    // A pod started before this Secret's volume existed (its name changed)
+                    // has no folder for it: the users the same rule had keep it until the
+                    // pod is replaced. An empty folder is a Secret not there yet: deny.
+                    match previous_auth.filter(|_| !folder_exists) {
+                        Some(old) => {
+                            tracing::warn!(at, htpasswd = %file.display(), "the optional htpasswd file's folder is not on this pod: the rule keeps the users it had");
+                            Ok(old.clone())
+                        }
+                        None => {
+                            tracing::warn!(at, htpasswd = %file.display(), "the optional htpasswd file does not exist yet: every request is denied until it does");
+                            BasicAuth::deny_all(&b.realm)
+                        }
+                    }
                 }
                 Err(e) => Err(format!("cannot read {}: {e}", file.display())),
                 Ok(text) => BasicAuth::from_htpasswd(&text, &b.realm)
+                    .inspect(|a| {
+                        if a.denies_all() {
+                            tracing::warn!(at, htpasswd = %file.display(), "the htpasswd file has no users: every request is denied");
+                        }
+                    })
                     .map_err(|e| format!("{}: {e}", file.display())),
             };
             Some(auth.map_err(|e| format!("{at}.basic_auth.htpasswd: {e}"))?)
@@ -202,6 +216,7 @@ pub(super) fn compile_rule(
             .as_ref()
             .map(|l| RateLimiter::new(l.requests_per_second, l.burst)),
         cors,
+        auth_match: basic_auth.is_some().then(|| r.matches.clone()),
         basic_auth,
         headers,
         cache,

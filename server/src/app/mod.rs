@@ -14,6 +14,7 @@ use crate::cache::{FileCache, RootRegistry};
 use crate::http::reply::{Body, Reply};
 use crate::http::request::RequestHead;
 use crate::static_files::{clean_path_or_reply, StaticFiles, StaticOptions};
+use basic_auth::BasicAuth;
 use http::{HeaderValue, Method, StatusCode};
 use ipnet::IpNet;
 use rules::{Action, BandwidthLimits, Rule};
@@ -38,6 +39,30 @@ pub struct App {
     https_port: u16,
     /// The htpasswd files the rules read, which the reload loop watches.
     pub htpasswd_files: Vec<PathBuf>,
+}
+
+/// The htpasswd files a config's rules read.
+pub fn htpasswd_files(cfg: &Config, base: &Path) -> Vec<PathBuf> {
+    cfg.virtual_servers
+        .iter()
+        .flat_map(|vs| &vs.rules)
+        .filter_map(|r| r.basic_auth.as_ref())
+        .map(|b| base.join(&b.htpasswd))
+        .collect()
+}
+
+impl App {
+    /// The users of this generation's rule with basic auth and this match in virtual
+    /// server `vhost`: what a rule of the next keeps when its htpasswd folder is not on
+    /// this pod.
+    fn basic_auth_of(&self, vhost: &str, matches: &skiff_config::Match) -> Option<&BasicAuth> {
+        self.vhosts
+            .iter()
+            .filter(|v| v.name == vhost)
+            .flat_map(|v| &v.rules)
+            .find(|r| r.auth_match.as_ref() == Some(matches))
+            .and_then(|r| r.basic_auth.as_ref())
+    }
 }
 
 struct VirtualHost {
@@ -99,7 +124,8 @@ pub struct ServeOverrides {
 }
 
 impl App {
-    /// Compiles a validated config. `base` is the folder relative roots are taken from.
+    /// Compiles a validated config. `base` is the folder relative roots are taken from;
+    /// `previous` is the generation serving now, if any (a reload).
     pub fn build(
         cfg: &Config,
         base: &Path,
@@ -107,6 +133,7 @@ impl App {
         cache: &Arc<FileCache>,
         roots: &RootRegistry,
         overrides: &ServeOverrides,
+        previous: Option<&App>,
     ) -> Result<App, String> {
         let issues = skiff_config::validate(cfg);
         if let Some(first) = issues.first() {
@@ -161,7 +188,10 @@ impl App {
             let mut rules = Vec::with_capacity(vs.rules.len());
             for (j, r) in vs.rules.iter().enumerate() {
                 let at = format!("virtual_servers[{i}].rules[{j}]");
-                rules.push(compile::compile_rule(r, &at, base, &pools)?);
+                let previous_auth = previous
+                    .filter(|_| r.basic_auth.is_some())
+                    .and_then(|p| p.basic_auth_of(&vs.name, &r.matches));
+                rules.push(compile::compile_rule(r, &at, base, &pools, previous_auth)?);
             }
             for h in &vs.hosts {
                 match HostPattern::parse(h)
@@ -203,13 +233,7 @@ impl App {
             default,
             unknown_host: cfg.unknown_host,
             trusted_proxies: parse_nets(&cfg.trusted_proxies)?,
-            htpasswd_files: cfg
-                .virtual_servers
-                .iter()
-                .flat_map(|vs| &vs.rules)
-                .filter_map(|r| r.basic_auth.as_ref())
-                .map(|b| base.join(&b.htpasswd))
-                .collect(),
+            htpasswd_files: htpasswd_files(cfg, base),
             https_port: cfg.tls.as_ref().map_or(443, |t| {
                 t.public_port.unwrap_or_else(|| {
                     t.listen

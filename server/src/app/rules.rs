@@ -160,6 +160,9 @@ pub struct Rule {
     pub rate_limit: Option<RateLimiter>,
     pub cors: Option<Cors>,
     pub basic_auth: Option<BasicAuth>,
+    /// The configured match of a rule with basic auth: the next generation finds its
+    /// users by it when that rule's htpasswd folder does not exist on this pod.
+    pub auth_match: Option<skiff_config::Match>,
     pub headers: Option<HeaderOps>,
     pub cache: Option<CachePolicy>,
     /// Overrides the virtual server's `https_redirect` for the requests this rule takes.

@@ -69,9 +69,10 @@ pub fn reload_once(
     overrides: &ServeOverrides,
     forced: bool,
 ) -> Outcome {
+    let current = shared.app.load_full();
     let outcome = match file.read() {
         Err(e) => Outcome::Failed(e),
-        Ok((_, hash)) if hash == shared.app.load().hash && !forced => Outcome::Unchanged,
+        Ok((_, hash)) if hash == current.hash && !forced => Outcome::Unchanged,
         Ok((cfg, hash)) => match skiff_config::restart_fields_changed(startup, &cfg) {
             Some(field) => Outcome::RestartRequired(field),
             None => match App::build(
@@ -81,6 +82,7 @@ pub fn reload_once(
                 &shared.cache,
                 &shared.roots,
                 overrides,
+                Some(&current),
             )
             .and_then(|app| {
                 // The new certificates load before anything is swapped: a bad one
@@ -144,8 +146,9 @@ pub struct Triggers {
 }
 
 impl Triggers {
-    /// Must run inside the control runtime (for the signal handler).
-    pub fn register(file: &ConfigFile) -> Triggers {
+    /// Must run inside the control runtime (for the signal handler). `htpasswd`: the files
+    /// the startup config names, followed from now on.
+    pub fn register(file: &ConfigFile, htpasswd: &[PathBuf]) -> Triggers {
         use notify::Watcher;
         let (tx, events) = tokio::sync::mpsc::unbounded_channel::<()>();
         let name = file
@@ -178,10 +181,12 @@ impl Triggers {
             }
         };
         let (htpasswd_tx, htpasswd_events) = tokio::sync::mpsc::unbounded_channel::<()>();
+        let mut htpasswd_watch = htpasswd::HtpasswdWatch::new(htpasswd_tx);
+        htpasswd_watch.follow(htpasswd);
         Triggers {
             _watcher: watcher,
             events,
-            htpasswd: htpasswd::HtpasswdWatch::new(htpasswd_tx),
+            htpasswd: htpasswd_watch,
             htpasswd_events,
             hup,
         }
@@ -218,9 +223,16 @@ pub async fn watch(
 ) {
     // A change between the first read and the watcher's registration is caught here.
     let mut pending = true;
+    // The htpasswd files of the config last read, which may have been refused for want
+    // of one of them.
+    let mut attempted = Vec::new();
     loop {
         let mut forced = false;
-        triggers.htpasswd.follow(&shared.app.load().htpasswd_files);
+        let mut htpasswd = shared.app.load().htpasswd_files.clone();
+        htpasswd.append(&mut attempted);
+        htpasswd.sort();
+        htpasswd.dedup();
+        triggers.htpasswd.follow(&htpasswd);
         if !pending {
             tokio::select! {
                 Some(()) = triggers.events.recv() => {}
@@ -254,10 +266,14 @@ pub async fn watch(
             overrides.clone(),
         );
         // Building opens roots and reads files: keep it off the control loop's thread.
-        let _ = tokio::task::spawn_blocking(move || {
-            reload_once(&shared, &file, &startup, &overrides, forced)
+        attempted = tokio::task::spawn_blocking(move || {
+            reload_once(&shared, &file, &startup, &overrides, forced);
+            file.read()
+                .map(|(cfg, _)| crate::app::htpasswd_files(&cfg, &file.base()))
+                .unwrap_or_default()
         })
-        .await;
+        .await
+        .unwrap_or_default();
     }
 }
 
@@ -350,7 +366,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("skiff.yaml");
         std::fs::write(&path, "a: 1\n").unwrap();
-        let mut triggers = Triggers::register(&ConfigFile { path: path.clone() });
+        let mut triggers = Triggers::register(&ConfigFile { path: path.clone() }, &[]);
         std::fs::read_to_string(&path).unwrap();
         std::fs::write(dir.path().join("backend.log"), "x").unwrap();
         let woke = tokio::time::timeout(Duration::from_millis(300), triggers.events.recv()).await;

@@ -47,6 +47,8 @@ struct Entry {
     default: bool,
     /// Files that do not load leave it pending rather than fail the start or reload.
     optional: bool,
+    /// The virtual server it is for (`None`: the listener's).
+    vhost: Option<String>,
 }
 
 impl Wanted {
@@ -67,6 +69,7 @@ impl Wanted {
                     hosts: Some(vs.hosts.clone()),
                     default: vs.default,
                     optional: f.optional,
+                    vhost: Some(vs.name.clone()),
                 });
             }
             // A wildcard's certificate is found by any name one label below it.
@@ -86,6 +89,7 @@ impl Wanted {
                 hosts: None,
                 default: false,
                 optional: f.optional,
+                vhost: None,
             });
         }
         wanted
@@ -121,6 +125,31 @@ impl Wanted {
 struct Live {
     wanted: Wanted,
     loaded: HashMap<PairFiles, LoadedPair>,
+    /// What serves for a pending pair meanwhile: the pair its virtual server had (a pod
+    /// that cannot mount a Secret renamed since it started keeps its certificate).
+    fallback: HashMap<PairFiles, LoadedPair>,
+}
+
+impl Live {
+    /// The pair serving for `files`: its own, else its fallback.
+    fn serving(&self, files: &PairFiles) -> Option<&LoadedPair> {
+        self.loaded.get(files).or_else(|| self.fallback.get(files))
+    }
+
+    /// What the virtual servers `wanted` names with `files` serve now, if anything.
+    fn serving_for(&self, wanted: &Wanted, files: &PairFiles) -> Option<&LoadedPair> {
+        let vhosts: Vec<&str> = wanted
+            .entries
+            .iter()
+            .filter(|e| &e.files == files)
+            .filter_map(|e| e.vhost.as_deref())
+            .collect();
+        self.wanted
+            .entries
+            .iter()
+            .filter(|e| e.vhost.as_deref().is_some_and(|v| vhosts.contains(&v)))
+            .find_map(|e| self.serving(&e.files))
+    }
 }
 
 /// The TLS side of the process: one `ServerConfig` whose resolver reads the live table.
@@ -137,6 +166,7 @@ pub struct Tls {
 pub struct Prepared {
     wanted: Wanted,
     loaded: HashMap<PairFiles, LoadedPair>,
+    fallback: HashMap<PairFiles, LoadedPair>,
 }
 
 impl Tls {
@@ -158,6 +188,7 @@ impl Tls {
             live: Mutex::new(Live {
                 wanted: Wanted::default(),
                 loaded: HashMap::new(),
+                fallback: HashMap::new(),
             }),
             provider: policy::provider(),
             metrics,
@@ -177,6 +208,7 @@ impl Tls {
         let now = pair::unix_now();
         let live = self.live.lock().unwrap_or_else(|e| e.into_inner());
         let mut loaded = HashMap::new();
+        let mut fallback = HashMap::new();
         for (files, optional) in wanted.pairs() {
             let fresh = pair::load(files, &self.provider);
             let kept = |why: &str| {
@@ -199,10 +231,10 @@ impl Tls {
                     old.clone()
                 }
                 (Err(e), None) if optional => {
-                    tracing::warn!(
-                        cert = %files.cert.display(),
-                        "optional certificate waits for its files; its names get no certificate of their own until they load: {e}"
-                    );
+                    self.report_pending(files, &e, false);
+                    if let Some(old) = live.serving_for(&wanted, files) {
+                        fallback.insert(files.clone(), old.clone());
+                    }
                     continue;
                 }
                 (Err(e), None) => return Err(e),
@@ -224,15 +256,48 @@ impl Tls {
         if wanted.entries.is_empty() {
             return Err("the TLS listener has no certificate".into());
         }
-        Ok(Prepared { wanted, loaded })
+        Ok(Prepared {
+            wanted,
+            loaded,
+            fallback,
+        })
     }
 
-    /// Makes prepared certificates the live ones.
+    /// Makes prepared certificates the live ones. A pending pair a refresh loaded since
+    /// `prepare` stays loaded.
     pub fn commit(&self, prepared: Prepared) {
         let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
-        live.wanted = prepared.wanted;
-        live.loaded = prepared.loaded;
+        let Prepared {
+            wanted,
+            mut loaded,
+            mut fallback,
+        } = prepared;
+        for (files, _) in wanted.pairs() {
+            if let (None, Some(p)) = (loaded.get(files), live.loaded.get(files)) {
+                loaded.insert(files.clone(), p.clone());
+                fallback.remove(files);
+            }
+        }
+        *live = Live {
+            wanted,
+            loaded,
+            fallback,
+        };
         self.install(&live);
+    }
+
+    /// Says why an optional pair waits: quietly (once, or not on rechecks) while its files
+    /// do not exist, loudly and counted when they exist and do not load.
+    fn report_pending(&self, files: &PairFiles, error: &str, recheck: bool) {
+        if !pair::missing(files) {
+            tracing::error!(cert = %files.cert.display(), "optional certificate does not load; its names get no certificate of their own: {error}");
+            self.metrics
+                .tls_certificate_reloads
+                .get_or_create(&crate::metrics::ResultLabels { result: "failure" })
+                .inc();
+        } else if !recheck {
+            tracing::warn!(cert = %files.cert.display(), "optional certificate waits for its files; its names get no certificate of their own until they load: {error}");
+        }
     }
 
     /// Reads every live certificate's files again (they changed on disk). A pair that
@@ -255,6 +320,7 @@ impl Tls {
             {
                 if let Some(p) = self.load_pending(&files, now) {
                     pending.insert(p);
+                    live.fallback.remove(&files);
                     replaced += 1;
                 }
                 continue;
@@ -304,13 +370,13 @@ impl Tls {
     }
 
     /// A pending pair's files, if they load now (logged and counted; out of its validity
-    /// period it still serves, as nothing else can for its names). Still missing: `None`,
-    /// quietly, as the minute's recheck asks again.
+    /// period it still serves, as its files are what its Secret now holds). `None` while
+    /// they do not load, said as [`Tls::report_pending`] says it on a recheck.
     fn load_pending(&self, files: &PairFiles, now: i64) -> Option<LoadedPair> {
         let p = match pair::load(files, &self.provider) {
             Ok(p) => p,
             Err(e) => {
-                tracing::debug!(cert = %files.cert.display(), "optional certificate still waits: {e}");
+                self.report_pending(files, &e, true);
                 return None;
             }
         };
@@ -331,8 +397,8 @@ impl Tls {
         let mut table = CertTable::default();
         let mut first_listener_slot = None;
         for entry in &live.wanted.entries {
-            let Some(pair) = live.loaded.get(&entry.files) else {
-                continue; // pending
+            let Some(pair) = live.serving(&entry.files) else {
+                continue; // pending, with nothing to serve meanwhile
             };
             let i = table.slot(Slot {
                 id: entry.files.cert.to_string_lossy().into(),
@@ -362,8 +428,8 @@ impl Tls {
         expiry.clear();
         let mut served = Vec::new();
         for v in &live.wanted.vhosts {
-            if v.own.as_ref().is_some_and(|f| !live.loaded.contains_key(f)) {
-                continue; // pending
+            if v.own.as_ref().is_some_and(|f| live.serving(f).is_none()) {
+                continue; // pending: another entry's certificate is not its own
             }
             let vhost = &v.name;
             if let Some(slot) = table.find(v.probe.as_deref()) {

@@ -85,6 +85,12 @@ pub fn load(files: &PairFiles, provider: &CryptoProvider) -> Result<LoadedPair, 
     Ok(pair)
 }
 
+/// Whether the certificate or the key file does not exist (a Secret not there yet, or a
+/// dangling volume link), as opposed to files that exist and do not load.
+pub fn missing(files: &PairFiles) -> bool {
+    !files.cert.exists() || !files.key.exists()
+}
+
 fn read(path: &Path) -> Result<Vec<u8>, String> {
     std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
 }

@@ -275,9 +275,11 @@ pub struct BasicAuth {
     /// Path of an htpasswd file with bcrypt (`$2y$`) entries, of cost 14 at most (`htpasswd -B -C 12`). Checks run on one thread per CPU; when too many wait, a request is answered 503 with `Retry-After`, not 401.
     pub htpasswd: String,
     /// A missing htpasswd file is not an error: every request is denied (401) until it
-    /// exists (a Kubernetes Secret created after the pod, through an optional volume).
-    /// Otherwise it fails the start or the reload. Either way the file is watched, and a
-    /// change reloads the configuration.
+    /// exists (a Kubernetes Secret created after the pod, through an optional volume),
+    /// and where its folder does not exist either (a pod that cannot mount a Secret
+    /// renamed since it started) the rule keeps the users it had. Otherwise it fails the
+    /// start or the reload. Either way the file is watched, a change reloads the
+    /// configuration, and a file without users denies everyone.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub optional: bool,
 }
