@@ -23,6 +23,10 @@ pub struct Report {
     pub serial: String,
     /// The end of its validity, in seconds since the Unix epoch.
     pub not_after: i64,
+    /// The pair the virtual server had, served while its own (a Secret the pod cannot
+    /// mount, renamed since it started) is pending: not the current Secret's.
+    #[serde(default)]
+    pub fallback: bool,
 }
 
 /// What a pod reports serving; `None` when it does not answer (or not in this shape).
@@ -47,7 +51,7 @@ pub fn summarize(
     let mut counts: BTreeMap<(i64, &str, &str), i32> = BTreeMap::new();
     for reports in pods.iter().flatten() {
         let mut seen = std::collections::BTreeSet::new();
-        for r in reports {
+        for r in reports.iter().filter(|r| !r.fallback) {
             let Some(secret) = secrets.get(&r.vhost) else {
                 continue;
             };
@@ -83,7 +87,7 @@ pub fn unserved(
                 *on_desired
                     && reports
                         .as_ref()
-                        .is_some_and(|r| !r.iter().any(|r| &r.vhost == *vhost))
+                        .is_some_and(|r| !r.iter().any(|r| &r.vhost == *vhost && !r.fallback))
             })
         })
         .map(|(_, secret)| secret.clone())
@@ -110,6 +114,7 @@ mod tests {
             vhost: vhost.into(),
             serial: serial.into(),
             not_after,
+            fallback: false,
         }
     }
 
@@ -125,6 +130,8 @@ mod tests {
         let body = br#"[{"vhost": "shop", "serial": "0a1b", "not_after": 1767225600, "extra": 1}]"#;
         assert_eq!(parse(body), Some(vec![report("shop", "0a1b", 1767225600)]));
         assert_eq!(parse(b"[]"), Some(vec![]));
+        let lent = br#"[{"vhost": "shop", "serial": "0a1b", "not_after": 1, "fallback": true}]"#;
+        assert!(parse(lent).unwrap()[0].fallback);
         assert_eq!(parse(b"404 page not found"), None);
         assert_eq!(parse(br#"{"vhost": "shop"}"#), None);
     }
@@ -213,15 +220,8 @@ mod tests {
 
     #[test]
     fn a_secret_a_pod_on_the_desired_config_does_not_serve_is_unserved() {
-        let secrets = BTreeMap::from([
-            ("shop".to_string(), "shop-tls".to_string()),
-            ("shop-tls-1".to_string(), "org-tls".to_string()),
-        ]);
-        let report = |vhost: &str| Report {
-            vhost: vhost.into(),
-            serial: "01".into(),
-            not_after: 0,
-        };
+        let secrets = secrets();
+        let report = |vhost: &str| report(vhost, "01", 0);
         let both = Some(vec![report("shop"), report("shop-tls-1")]);
         let shop_only = Some(vec![report("shop")]);
         assert!(unserved(&secrets, &[(true, both.clone()), (true, None)]).is_empty());
@@ -232,5 +232,14 @@ mod tests {
         // A pod still on the old config (without that certificate) says nothing.
         assert!(unserved(&secrets, &[(false, shop_only)]).is_empty());
         assert!(unserved(&secrets, &[]).is_empty());
+        // The pair a renamed Secret's virtual server had is not the new Secret's.
+        let lent = Report {
+            fallback: true,
+            ..report("shop-tls-1")
+        };
+        assert_eq!(
+            unserved(&secrets, &[(true, Some(vec![report("shop"), lent]))]),
+            ["org-tls"]
+        );
     }
 }

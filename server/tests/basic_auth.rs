@@ -306,20 +306,28 @@ fn a_rewritten_htpasswd_applies_without_a_signal() {
         200,
         "bob's entry written back is not used",
     );
-    // A broken file keeps the last good one: bob still gets in, and it is counted.
-    std::fs::write(dir.path().join("htpasswd"), "bob:plaintext\n").unwrap();
-    let end = Instant::now() + Duration::from_secs(10);
-    while srv
-        .metric("skiff_config_reloads_total{result=\"failure\"}")
-        .unwrap_or(0.0)
-        < 1.0
-    {
-        assert!(Instant::now() < end, "the broken htpasswd was not noticed");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    // A line refused on a reload leaves only its user out (as nginx reads the file): an
+    // edit that removes bob and adds carol with a plaintext mistake still removes bob.
+    std::fs::write(
+        dir.path().join("htpasswd"),
+        format!("carol:plaintext\n{}", alice()),
+    )
+    .unwrap();
+    wait_for_status(
+        &srv,
+        "bob:other",
+        401,
+        "bob, removed beside a bad line, still gets in",
+    );
     assert_eq!(
-        status(&raw_exchange(srv.addr, &get("/admin/", "bob:other"))),
+        status(&raw_exchange(srv.addr, &get("/admin/", "alice:s3cret"))),
         200
+    );
+    assert_eq!(
+        srv.metric("skiff_config_reloads_total{result=\"failure\"}")
+            .unwrap_or(0.0),
+        0.0,
+        "a bad line refused the whole reload"
     );
 }
 
@@ -404,6 +412,24 @@ fn a_rule_whose_htpasswd_folder_is_not_on_this_pod_keeps_its_users() {
     .unwrap();
     wait_for_status(&srv, "alice:s3cret", 401, "an empty folder let alice in");
     assert!(reloads(&srv) > before);
+    // Back to a file that exists, then its folder removed (to revoke): the same file's
+    // folder gone is no rename, and nobody keeps access.
+    std::fs::create_dir_all(dir.path().join("auth")).unwrap();
+    std::fs::write(dir.path().join("auth/htpasswd"), alice()).unwrap();
+    std::fs::write(
+        &config,
+        text.replace("htpasswd: htpasswd", "htpasswd: auth/htpasswd"),
+    )
+    .unwrap();
+    wait_for_status(&srv, "alice:s3cret", 200, "auth/htpasswd is not used");
+    std::fs::remove_dir_all(dir.path().join("auth")).unwrap();
+    srv.signal("HUP");
+    wait_for_status(
+        &srv,
+        "alice:s3cret",
+        401,
+        "removing the folder did not revoke alice",
+    );
 }
 
 #[test]

@@ -43,8 +43,8 @@ pub fn config_map(vs: &VirtualServer, rendered: &Rendered) -> ConfigMap {
 /// The edge Deployment. A config-only change does not touch the pod template: the pods
 /// hot-reload the mounted ConfigMap (mounted as a directory, never subPath, so the kubelet
 /// updates it), and the same holds for the TLS Secrets. Changes to the template roll pod by
-/// pod with maxUnavailable 0. Secret volumes are optional: a pod starts before its TLS or
-/// htpasswd Secret exists, and the server picks the files up once the kubelet fills them.
+/// pod with maxUnavailable 0. A pod waits for its TLS Secrets to exist before it starts;
+/// htpasswd Secret volumes are optional (their rules deny until the file exists).
 pub fn deployment(vs: &VirtualServer) -> Deployment {
     let spec = &vs.spec;
     let image = spec.image.as_deref().unwrap_or(DEFAULT_IMAGE);
@@ -166,10 +166,10 @@ pub fn deployment(vs: &VirtualServer) -> Deployment {
                 items: Some(keys(&["tls.crt", "tls.key"])),
                 // Owner root, group the pod's fsGroup: readable by the server only.
                 default_mode: Some(0o440),
-                // A Secret cert-manager has not issued yet must not keep pods (and the
-                // site's plain HTTP) from starting: the kubelet fills the volume once it
-                // exists, and the server, which watches the folder, loads it then.
-                optional: Some(true),
+                // Not optional: a new pod waits for its certificate, so a Secret renamed
+                // to one not issued yet cannot roll the working certificate away (the
+                // running pods keep it: the config marks the files optional).
+                ..Default::default()
             }),
             ..Default::default()
         });

@@ -383,11 +383,11 @@ fn tls_secrets_are_mounted_as_directories_and_the_https_port_is_open() {
     assert_eq!(
         tls,
         [
-            &json!({ "name": "tls-0", "secret": { "secretName": "shop-cert", "defaultMode": 0o440, "items": pair, "optional": true } }),
-            &json!({ "name": "tls-1", "secret": { "secretName": "org-cert", "defaultMode": 0o440, "items": pair, "optional": true } }),
+            &json!({ "name": "tls-0", "secret": { "secretName": "shop-cert", "defaultMode": 0o440, "items": pair } }),
+            &json!({ "name": "tls-1", "secret": { "secretName": "org-cert", "defaultMode": 0o440, "items": pair } }),
         ],
-        "optional: pods start (and serve plain HTTP) before cert-manager issues the Secret, \
-         and the server loads it once the kubelet fills the volume"
+        "not optional: a new pod waits for its certificate, so a rename to a Secret not \
+         issued yet cannot roll the working one away"
     );
     let skiff = &pod["containers"][0];
     let mounts: Vec<&Value> = skiff["volumeMounts"]

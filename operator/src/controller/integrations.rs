@@ -55,6 +55,10 @@ pub(super) async fn monitoring(
 pub(super) struct Certificates {
     /// The `CertificateReady` condition.
     pub outcome: Outcome,
+    /// TLS Secrets the edge pods mount that do not exist yet: new pods wait for them
+    /// (the volumes are not optional, so a renamed Secret not issued yet cannot roll the
+    /// certificate away), while the running pods keep serving.
+    pub missing_secrets: Vec<String>,
 }
 
 /// The certificates of `spec.tls`. A group whose Secret is the user's is checked for; one
@@ -79,11 +83,15 @@ pub(super) async fn certificates(
     // Metadata only: the key pair never passes through the operator.
     let secrets = Api::<Secret>::namespaced(client.clone(), ns);
     let mut outcomes = vec![];
+    let mut missing_secrets = vec![];
     let mut wanted = vec![];
     for g in &groups {
         let secret = &g.secret_name;
         let found = secrets.get_metadata_opt(secret).await?;
         let exists = found.is_some();
+        if !exists {
+            missing_secrets.push(secret.clone());
+        }
         let outcome = match &g.issuer {
             None if exists => Outcome::yes(
                 Reason::SecretFound,
@@ -136,6 +144,7 @@ pub(super) async fn certificates(
     }
     Ok(Some(Certificates {
         outcome: combine(outcomes),
+        missing_secrets,
     }))
 }
 

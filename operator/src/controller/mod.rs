@@ -176,13 +176,19 @@ async fn reconcile_inner(vs: &VirtualServer, ctx: &Context) -> Result<Action> {
 
     // Status.
     let served = observe::served(client, &ns, &vs, &rendered.hash).await?;
-    let certificate =
-        certificates.map(|c| status::served_or_not(c.outcome, &served.unserved_secrets));
+    let (certificate, missing_secrets) = match certificates {
+        Some(c) => (
+            Some(status::served_or_not(c.outcome, &served.unserved_secrets)),
+            c.missing_secrets,
+        ),
+        None => (None, vec![]),
+    };
     let observed = status::Observed {
         rendered: &rendered,
         missing_refs: missing,
         monitored,
         certificate,
+        missing_secrets,
         served_certificates: served.certificates,
         deployment: &applied.deployment,
         service: &applied.service,

@@ -69,6 +69,8 @@ pub(super) struct Observed<'a> {
     pub monitored: Outcome,
     /// `None` without `spec.tls`.
     pub certificate: Option<Outcome>,
+    /// TLS Secrets the edge pods mount that do not exist yet (new pods wait for them).
+    pub missing_secrets: Vec<String>,
     /// The certificates the serving pods report (`status.servedCertificates`).
     pub served_certificates: Vec<ServedCertificate>,
     /// The edge Deployment and Service as the apply returned them.
@@ -119,8 +121,17 @@ impl Observed<'_> {
         let message = format!("{ready}/{want} edge pods ready");
         if self.settled() && ready > 0 {
             Outcome::yes(Reason::Available, message)
-        } else {
+        } else if self.missing_secrets.is_empty() {
             Outcome::no(Reason::RollingOut, message)
+        } else {
+            let secrets = match &self.missing_secrets[..] {
+                [one] => format!("TLS Secret {one} exists"),
+                many => format!("TLS Secrets {} exist", many.join(", ")),
+            };
+            Outcome::no(
+                Reason::RollingOut,
+                format!("{message}; new pods start once {secrets}"),
+            )
         }
     }
 
@@ -130,7 +141,9 @@ impl Observed<'_> {
     /// cert-manager's Certificates, issuers and the TLS Secrets are not watched (their CRDs
     /// may not exist; Secrets are many): while a certificate is pending or its Secret
     /// missing, look again soon rather than at the settled interval, and a refused issuer
-    /// (which may be fixed without touching the VirtualServer) every minute.
+    /// (which may be fixed without touching the VirtualServer) every minute. A Secret not
+    /// served by every pod is looked at every 30 s: the kubelet's refresh takes about a
+    /// minute, and one that never loads should not poll the pods every 10 s for ever.
     pub fn requeue_after(&self) -> Duration {
         let certificate = self
             .certificate
@@ -139,12 +152,11 @@ impl Observed<'_> {
             .map(|c| c.reason);
         if !self.settled() || self.live.reason == Reason::Reloading {
             Duration::from_secs(5)
-        } else if matches!(
-            certificate,
-            Some(Reason::Pending | Reason::SecretNotFound | Reason::NotServed)
-        ) {
+        } else if matches!(certificate, Some(Reason::Pending | Reason::SecretNotFound)) {
             Duration::from_secs(10)
-        } else if self.live.reason == Reason::PodsUnreachable {
+        } else if self.live.reason == Reason::PodsUnreachable
+            || certificate == Some(Reason::NotServed)
+        {
             Duration::from_secs(30)
         } else if matches!(
             certificate,

@@ -1091,7 +1091,7 @@ async fn an_issued_certificate_is_served_over_https_and_one_no_longer_asked_for_
     assert!(shop.https_redirect);
     let pod = &applied["deployment"]["spec"]["template"]["spec"];
     assert!(pod["volumes"].as_array().unwrap().contains(
-        &json!({ "name": "tls-0", "secret": { "secretName": "shop-tls", "defaultMode": 0o440, "optional": true,
+        &json!({ "name": "tls-0", "secret": { "secretName": "shop-tls", "defaultMode": 0o440,
                   "items": [{ "key": "tls.crt", "path": "tls.crt" }, { "key": "tls.key", "path": "tls.key" }] } })
     ));
     assert_eq!(
@@ -1491,6 +1491,7 @@ fn observed<'a>(
         missing_refs: None,
         monitored: status::Outcome::yes(Reason::ServiceMonitorCreated, ""),
         certificate,
+        missing_secrets: vec![],
         served_certificates: vec![],
         deployment,
         service,
@@ -1522,6 +1523,32 @@ fn the_served_certificates_go_into_the_status_and_a_refusal_is_announced_once() 
     assert_eq!(status::certificate_event(&s, &o), None, "said already");
     let fine = observed(&rendered, &deployment, &service, None);
     assert_eq!(status::certificate_event(&s, &fine), None);
+}
+
+/// Pods mount their TLS Secrets, so they wait for a missing one: Ready says so.
+#[test]
+fn pods_waiting_for_a_tls_secret_are_named_in_ready() {
+    let rendered = render::Rendered::default();
+    let starting: Deployment = serde_json::from_value(json!({
+        "metadata": { "name": "shop", "generation": 2 },
+        "spec": { "replicas": 2, "selector": {}, "template": {} },
+        "status": { "observedGeneration": 2, "replicas": 1, "readyReplicas": 0 }
+    }))
+    .unwrap();
+    let service = Service::default();
+    let waiting = status::Outcome::no(
+        Reason::Pending,
+        "Issuing certificate as Secret does not exist",
+    );
+    let mut o = observed(&rendered, &starting, &service, Some(waiting));
+    o.missing_secrets = vec!["shop-tls".into()];
+    let s = status::accepted(&VirtualServerStatus::default(), Some(2), &o);
+    let ready = condition(&s, ConditionType::Ready);
+    assert_eq!(
+        ready.message,
+        "0/2 edge pods ready; new pods start once TLS Secret shop-tls exists"
+    );
+    assert_eq!(o.requeue_after(), Duration::from_secs(5));
 }
 
 /// A Secret in place that a pod on the current config does not serve (its optional

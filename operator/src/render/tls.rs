@@ -49,9 +49,9 @@ impl From<&crd::Tls> for config::TlsConfig {
 
 /// A certificate's files: the keys of its kubernetes.io/tls Secret, mounted as a
 /// directory (never subPath), so the kubelet's update of a renewed Secret reaches the
-/// server, which watches the folder. Optional, as the volume is: a Secret cert-manager
-/// has not issued yet (or one added to running pods, which cannot mount it) leaves its
-/// hosts without a certificate instead of refusing the config or the pods' start.
+/// server, which watches the folder. Optional in the config (not in the pod, which waits
+/// for it): running pods, which cannot mount a Secret added or renamed since they started,
+/// load the new config anyway, and keep serving what they had for those hosts.
 impl From<&CertificateGroup> for config::CertificateFiles {
     fn from(g: &CertificateGroup) -> Self {
         let dir = certificate_dir(&g.secret_name);

@@ -91,39 +91,23 @@ impl BasicAuth {
     /// number, and so is a bcrypt entry bcrypt could not read (it would fail at once, and
     /// that speed would tell the user apart from the others).
     pub fn from_htpasswd(text: &str, realm: &str) -> Result<BasicAuth, String> {
-        let mut users = HashMap::new();
-        let mut max_cost = 0;
-        for (n, line) in text.lines().enumerate() {
-            let line = line.trim();
-            if line.is_empty() || line.starts_with('#') {
-                continue;
-            }
-            let (user, hash) = line
-                .split_once(':')
-                .ok_or_else(|| format!("line {}: expected user:hash", n + 1))?;
-            if !(hash.starts_with("$2a$") || hash.starts_with("$2b$") || hash.starts_with("$2y$")) {
-                return Err(format!(
-                    "line {}: the entry for {user:?} is not bcrypt; create it with `htpasswd -B`",
-                    n + 1
-                ));
-            }
-            let cost = bcrypt_cost(hash).ok_or_else(|| {
-                format!(
-                    "line {}: the bcrypt entry for {user:?} is malformed; create it with `htpasswd -B`",
-                    n + 1
-                )
-            })?;
-            if cost > MAX_COST {
-                return Err(format!(
-                    "line {}: the bcrypt cost of {user:?} is {cost}, above {MAX_COST}: each check would hold a CPU for seconds; create it with `htpasswd -B -C 12`",
-                    n + 1
-                ));
-            }
-            max_cost = max_cost.max(cost);
-            users.insert(user.to_owned(), Arc::from(hash));
+        let (users, max_cost, refused) = parse(text);
+        if let Some(first) = refused.into_iter().next() {
+            return Err(first);
         }
         // No users (an emptied file, as nginx reads one): everyone is denied.
         BasicAuth::with_users(users, max_cost, realm)
+    }
+
+    /// As [`BasicAuth::from_htpasswd`], but a refused line only leaves its user out (as
+    /// nginx reads the file): for a reload, where refusing the whole file would keep the
+    /// users an edit removed. Returns the refused lines' messages too.
+    pub fn from_htpasswd_skipping(
+        text: &str,
+        realm: &str,
+    ) -> Result<(BasicAuth, Vec<String>), String> {
+        let (users, max_cost, refused) = parse(text);
+        Ok((BasicAuth::with_users(users, max_cost, realm)?, refused))
     }
 
     /// Whether no user can pass (an empty file, or an optional one not there yet).
@@ -226,6 +210,48 @@ fn bcrypt_cost(hash: &str) -> Option<u32> {
     let salt_ok = BCRYPT_B64.decode(salt).is_ok_and(|s| s.len() == 16);
     let digest_ok = BCRYPT_B64.decode(digest).is_ok_and(|d| d.len() == 23);
     (salt_ok && digest_ok).then_some(cost)
+}
+
+/// The users of an htpasswd file, the highest cost among them, and a message for each
+/// line refused (with its number).
+fn parse(text: &str) -> (HashMap<String, Arc<str>>, u32, Vec<String>) {
+    let mut users = HashMap::new();
+    let mut max_cost = 0;
+    let mut refused = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        match entry(line) {
+            Ok(None) => {}
+            Ok(Some((user, hash, cost))) => {
+                max_cost = max_cost.max(cost);
+                users.insert(user.to_owned(), Arc::from(hash));
+            }
+            Err(e) => refused.push(format!("line {}: {e}", n + 1)),
+        }
+    }
+    (users, max_cost, refused)
+}
+
+/// One line: `None` for a blank line or a comment, else the user, hash and cost.
+fn entry(line: &str) -> Result<Option<(&str, &str, u32)>, String> {
+    let line = line.trim();
+    if line.is_empty() || line.starts_with('#') {
+        return Ok(None);
+    }
+    let (user, hash) = line.split_once(':').ok_or("expected user:hash")?;
+    if !(hash.starts_with("$2a$") || hash.starts_with("$2b$") || hash.starts_with("$2y$")) {
+        return Err(format!(
+            "the entry for {user:?} is not bcrypt; create it with `htpasswd -B`"
+        ));
+    }
+    let cost = bcrypt_cost(hash).ok_or_else(|| {
+        format!("the bcrypt entry for {user:?} is malformed; create it with `htpasswd -B`")
+    })?;
+    if cost > MAX_COST {
+        return Err(format!(
+            "the bcrypt cost of {user:?} is {cost}, above {MAX_COST}: each check would hold a CPU for seconds; create it with `htpasswd -B -C 12`"
+        ));
+    }
+    Ok(Some((user, hash, cost)))
 }
 
 /// A well-formed hash of the given cost with a random salt, built without hashing (so a

@@ -3,7 +3,7 @@
 
 use super::basic_auth::BasicAuth;
 use super::modifiers::{AccessList, CachePolicy, Cors, HeaderOps, RateLimiter};
-use super::rules::{Action, BandwidthLimits, Conditions, Rule};
+use super::rules::{Action, AuthOrigin, BandwidthLimits, Conditions, Rule};
 use crate::upstream::pool::Pool;
 use bytes::Bytes;
 use http::{HeaderName, HeaderValue, Method, StatusCode};
@@ -16,7 +16,8 @@ pub(super) fn compile_rule(
     at: &str,
     base: &Path,
     pools: &HashMap<&str, Arc<Pool>>,
-    previous_auth: Option<&BasicAuth>,
+    previous_auth: Option<(&BasicAuth, &Path)>,
+    reloading: bool,
 ) -> Result<Rule, String> {
     let m = &r.matches;
     let regex = match &m.regex {
@@ -131,38 +132,18 @@ pub(super) fn compile_rule(
         credentials: c.allow_credentials,
         max_age: c.max_age.map(HeaderValue::from),
     });
-    let basic_auth = match &r.basic_auth {
+    let (basic_auth, auth_origin) = match &r.basic_auth {
         Some(b) => {
             let file = base.join(&b.htpasswd);
-            let folder_exists = file.parent().is_some_and(Path::is_dir);
-            let auth = match std::fs::read_to_string(&file) {
-                Err(e) if b.optional && e.kind() == std::io::ErrorKind::NotFound => {
-                    // A pod started before this Secret's volume existed (its name changed)
-                    // has no folder for it: the users the same rule had keep it until the
-                    // pod is replaced. An empty folder is a Secret not there yet: deny.
-                    match previous_auth.filter(|_| !folder_exists) {
-                        Some(old) => {
-                            tracing::warn!(at, htpasswd = %file.display(), "the optional htpasswd file's folder is not on this pod: the rule keeps the users it had");
-                            Ok(old.clone())
-                        }
-                        None => {
-                            tracing::warn!(at, htpasswd = %file.display(), "the optional htpasswd file does not exist yet: every request is denied until it does");
-                            BasicAuth::deny_all(&b.realm)
-                        }
-                    }
-                }
-                Err(e) => Err(format!("cannot read {}: {e}", file.display())),
-                Ok(text) => BasicAuth::from_htpasswd(&text, &b.realm)
-                    .inspect(|a| {
-                        if a.denies_all() {
-                            tracing::warn!(at, htpasswd = %file.display(), "the htpasswd file has no users: every request is denied");
-                        }
-                    })
-                    .map_err(|e| format!("{}: {e}", file.display())),
+            let (auth, source) = read_htpasswd(b, &file, at, previous_auth, reloading)
+                .map_err(|e| format!("{at}.basic_auth.htpasswd: {e}"))?;
+            let origin = AuthOrigin {
+                matches: r.matches.clone(),
+                source,
             };
-            Some(auth.map_err(|e| format!("{at}.basic_auth.htpasswd: {e}"))?)
+            (Some(auth), Some(origin))
         }
-        None => None,
+        None => (None, None),
     };
     let header = |n: &str| {
         HeaderName::from_bytes(n.as_bytes()).map_err(|_| format!("{at}.headers: bad name {n:?}"))
@@ -216,11 +197,54 @@ pub(super) fn compile_rule(
             .as_ref()
             .map(|l| RateLimiter::new(l.requests_per_second, l.burst)),
         cors,
-        auth_match: basic_auth.is_some().then(|| r.matches.clone()),
+        auth_origin,
         basic_auth,
         headers,
         cache,
     })
+}
+
+/// A rule's users and the file they come from. An optional file that does not exist: the
+/// users the same rule had, when they came from another file whose folder this pod does
+/// not have either (a Secret renamed since the pod started); else nobody. On a reload a
+/// line refused only leaves its user out, so an edit that removes users always lands.
+fn read_htpasswd(
+    b: &skiff_config::BasicAuth,
+    file: &Path,
+    at: &str,
+    previous: Option<(&BasicAuth, &Path)>,
+    reloading: bool,
+) -> Result<(BasicAuth, std::path::PathBuf), String> {
+    let text = match std::fs::read_to_string(file) {
+        Err(e) if b.optional && e.kind() == std::io::ErrorKind::NotFound => {
+            let folder_exists = file.parent().is_some_and(Path::is_dir);
+            return match previous.filter(|(_, from)| *from != file && !folder_exists) {
+                Some((old, from)) => {
+                    tracing::warn!(at, htpasswd = %file.display(), kept_from = %from.display(), "the optional htpasswd file's folder is not on this pod: the rule keeps the users it had");
+                    Ok((old.clone(), from.to_owned()))
+                }
+                None => {
+                    tracing::warn!(at, htpasswd = %file.display(), "the optional htpasswd file does not exist: every request is denied until it does");
+                    Ok((BasicAuth::deny_all(&b.realm)?, file.to_owned()))
+                }
+            };
+        }
+        Err(e) => return Err(format!("cannot read {}: {e}", file.display())),
+        Ok(text) => text,
+    };
+    let auth = if reloading {
+        let (auth, refused) = BasicAuth::from_htpasswd_skipping(&text, &b.realm)?;
+        for why in refused {
+            tracing::error!(at, htpasswd = %file.display(), "htpasswd entry left out: {why}");
+        }
+        auth
+    } else {
+        BasicAuth::from_htpasswd(&text, &b.realm).map_err(|e| format!("{}: {e}", file.display()))?
+    };
+    if auth.denies_all() {
+        tracing::warn!(at, htpasswd = %file.display(), "the htpasswd file has no users: every request is denied");
+    }
+    Ok((auth, file.to_owned()))
 }
 
 fn find_pool(pools: &HashMap<&str, Arc<Pool>>, name: &str, at: &str) -> Result<Arc<Pool>, String> {

@@ -53,15 +53,27 @@ pub fn htpasswd_files(cfg: &Config, base: &Path) -> Vec<PathBuf> {
 
 impl App {
     /// The users of this generation's rule with basic auth and this match in virtual
-    /// server `vhost`: what a rule of the next keeps when its htpasswd folder is not on
-    /// this pod.
-    fn basic_auth_of(&self, vhost: &str, matches: &skiff_config::Match) -> Option<&BasicAuth> {
-        self.vhosts
+    /// server `vhost`, and the file they came from: what a rule of the next keeps when its
+    /// htpasswd folder is not on this pod.
+    fn basic_auth_of(
+        &self,
+        vhost: &str,
+        matches: &skiff_config::Match,
+    ) -> Option<(&BasicAuth, &Path)> {
+        let rule = self
+            .vhosts
             .iter()
             .filter(|v| v.name == vhost)
             .flat_map(|v| &v.rules)
-            .find(|r| r.auth_match.as_ref() == Some(matches))
-            .and_then(|r| r.basic_auth.as_ref())
+            .find(|r| {
+                r.auth_origin
+                    .as_ref()
+                    .is_some_and(|o| &o.matches == matches)
+            })?;
+        Some((
+            rule.basic_auth.as_ref()?,
+            &rule.auth_origin.as_ref()?.source,
+        ))
     }
 }
 
@@ -191,7 +203,14 @@ impl App {
                 let previous_auth = previous
                     .filter(|_| r.basic_auth.is_some())
                     .and_then(|p| p.basic_auth_of(&vs.name, &r.matches));
-                rules.push(compile::compile_rule(r, &at, base, &pools, previous_auth)?);
+                rules.push(compile::compile_rule(
+                    r,
+                    &at,
+                    base,
+                    &pools,
+                    previous_auth,
+                    previous.is_some(),
+                )?);
             }
             for h in &vs.hosts {
                 match HostPattern::parse(h)

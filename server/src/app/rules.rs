@@ -151,6 +151,14 @@ impl BandwidthLimits {
     }
 }
 
+/// A rule's configured match, and the htpasswd file its users were read from: a rule of
+/// the next generation with the same match, whose (other) htpasswd folder is not on this
+/// pod, keeps these users.
+pub struct AuthOrigin {
+    pub matches: skiff_config::Match,
+    pub source: std::path::PathBuf,
+}
+
 /// A compiled rule: when it applies, what it does, and the modifiers around it.
 pub struct Rule {
     pub bandwidth: BandwidthLimits,
@@ -160,9 +168,8 @@ pub struct Rule {
     pub rate_limit: Option<RateLimiter>,
     pub cors: Option<Cors>,
     pub basic_auth: Option<BasicAuth>,
-    /// The configured match of a rule with basic auth: the next generation finds its
-    /// users by it when that rule's htpasswd folder does not exist on this pod.
-    pub auth_match: Option<skiff_config::Match>,
+    /// Where a rule with basic auth got its users: the next generation finds them by it.
+    pub auth_origin: Option<AuthOrigin>,
     pub headers: Option<HeaderOps>,
     pub cache: Option<CachePolicy>,
     /// Overrides the virtual server's `https_redirect` for the requests this rule takes.

@@ -136,19 +136,23 @@ impl Live {
         self.loaded.get(files).or_else(|| self.fallback.get(files))
     }
 
-    /// What the virtual servers `wanted` names with `files` serve now, if anything.
+    /// What the virtual servers `wanted` names with `files` serve now, if it names all
+    /// their hosts (a pair lent to other hosts would only fail clients' checks).
     fn serving_for(&self, wanted: &Wanted, files: &PairFiles) -> Option<&LoadedPair> {
-        let vhosts: Vec<&str> = wanted
+        let entries: Vec<&Entry> = wanted
             .entries
             .iter()
             .filter(|e| &e.files == files)
-            .filter_map(|e| e.vhost.as_deref())
             .collect();
-        self.wanted
+        let vhosts: Vec<&str> = entries.iter().filter_map(|e| e.vhost.as_deref()).collect();
+        let hosts = entries.iter().flat_map(|e| e.hosts.iter().flatten());
+        let pair = self
+            .wanted
             .entries
             .iter()
             .filter(|e| e.vhost.as_deref().is_some_and(|v| vhosts.contains(&v)))
-            .find_map(|e| self.serving(&e.files))
+            .find_map(|e| self.serving(&e.files))?;
+        hosts.clone().all(|h| pair.covers(h)).then_some(pair)
     }
 }
 
@@ -431,6 +435,9 @@ impl Tls {
             if v.own.as_ref().is_some_and(|f| live.serving(f).is_none()) {
                 continue; // pending: another entry's certificate is not its own
             }
+            // Serving the pair it had while its own is pending: said, so the operator does
+            // not count it as the new Secret's.
+            let fallback = v.own.as_ref().is_some_and(|f| !live.loaded.contains_key(f));
             let vhost = &v.name;
             if let Some(slot) = table.find(v.probe.as_deref()) {
                 expiry
@@ -440,8 +447,10 @@ impl Tls {
                     .set(slot.not_after);
                 // Names are validated ([A-Za-z0-9._-]) and serials hex: nothing to escape.
                 served.push(format!(
-                    "{{\"vhost\":\"{vhost}\",\"serial\":\"{}\",\"not_after\":{}}}",
-                    slot.serial, slot.not_after
+                    "{{\"vhost\":\"{vhost}\",\"serial\":\"{}\",\"not_after\":{}{}}}",
+                    slot.serial,
+                    slot.not_after,
+                    if fallback { ",\"fallback\":true" } else { "" }
                 ));
             }
         }

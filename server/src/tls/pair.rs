@@ -45,6 +45,19 @@ impl std::fmt::Debug for LoadedPair {
 }
 
 impl LoadedPair {
+    /// Whether the certificate names `host` (a virtual server's host: an exact name, or a
+    /// `*.` wildcard, which only the same wildcard covers), as a client would check it.
+    pub fn covers(&self, host: &str) -> bool {
+        let host = host.trim_end_matches('.').to_ascii_lowercase();
+        self.names.iter().any(|n| {
+            *n == host
+                || n.strip_prefix("*.").is_some_and(|parent| {
+                    !host.starts_with("*.")
+                        && host.split_once('.').is_some_and(|(_, p)| p == parent)
+                })
+        })
+    }
+
     /// Whether `now` (Unix seconds) lies within the validity period.
     pub fn valid_at(&self, now: i64) -> bool {
         self.not_before <= now && now <= self.not_after
@@ -172,6 +185,29 @@ mod tests {
 
     fn provider() -> CryptoProvider {
         crate::tls::policy::provider()
+    }
+
+    #[test]
+    fn a_pair_covers_its_names_and_one_label_below_its_wildcards() {
+        let Issued { cert, key } = issue(&["www.example.com", "*.example.org"], false);
+        let pair = from_pem(cert.as_bytes(), key.as_bytes(), &provider()).unwrap();
+        for host in [
+            "www.example.com",
+            "WWW.example.com.",
+            "a.example.org",
+            "*.example.org",
+        ] {
+            assert!(pair.covers(host), "{host}");
+        }
+        for host in [
+            "example.com",
+            "example.org",
+            "a.b.example.org",
+            "*.example.com",
+            "x.test",
+        ] {
+            assert!(!pair.covers(host), "{host}");
+        }
     }
 
     #[test]

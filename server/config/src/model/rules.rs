@@ -276,10 +276,11 @@ pub struct BasicAuth {
     pub htpasswd: String,
     /// A missing htpasswd file is not an error: every request is denied (401) until it
     /// exists (a Kubernetes Secret created after the pod, through an optional volume),
-    /// and where its folder does not exist either (a pod that cannot mount a Secret
-    /// renamed since it started) the rule keeps the users it had. Otherwise it fails the
-    /// start or the reload. Either way the file is watched, a change reloads the
-    /// configuration, and a file without users denies everyone.
+    /// but where its folder does not exist either and the rule had its users from another
+    /// file (a pod that cannot mount a Secret renamed since it started) it keeps them.
+    /// Otherwise a missing file fails the start or the reload. Either way the file is
+    /// watched and a change reloads the configuration; a file without users denies
+    /// everyone, and on a reload a refused line only leaves its user out (logged).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub optional: bool,
 }
