@@ -73,8 +73,9 @@ pub fn summarize(
 }
 
 /// The Secrets (values of `secrets`, by virtual server) that some pod serving the desired
-/// config answered without: its server has not loaded the pair (the kubelet has not yet
-/// filled the Secret's optional volume, or the pair does not load). Pods on another
+/// config answered without (or with the pair it had before, a fallback): its server has
+/// not loaded the pair (a pod started before the Secret was added or renamed, or a pair
+/// that does not load). Pods on another
 /// config, and pods that did not answer, say nothing either way.
 pub fn unserved(
     secrets: &BTreeMap<String, String>,

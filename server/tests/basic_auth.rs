@@ -433,6 +433,20 @@ fn a_rule_whose_htpasswd_folder_is_not_on_this_pod_keeps_its_users() {
 }
 
 #[test]
+fn an_optional_htpasswd_with_a_refused_line_still_starts() {
+    // A Secret's file: the running pods left the line out on a reload, so a pod started
+    // later (a rollout, a scale-up) must not fail on it.
+    let (_dir, srv) = start_with(
+        Some(&format!("carol:plaintext\n{}", alice())),
+        "{ realm: Admin, htpasswd: htpasswd, optional: true }",
+    );
+    assert_eq!(
+        status(&raw_exchange(srv.addr, &get("/admin/", "alice:s3cret"))),
+        200
+    );
+}
+
+#[test]
 fn a_missing_htpasswd_that_is_not_optional_fails_the_check() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("www")).unwrap();

@@ -434,8 +434,9 @@ fn container_security() -> SecurityContext {
 
 /// A Secret volume's keys, each as the file of its name. Only these are mounted: a
 /// VirtualServer naming some other Secret (a database password, in a pod whose image its
-/// author chooses) mounts nothing of it (the volumes are optional: the operator's status
-/// says when a Secret or its key is missing).
+/// author chooses) mounts nothing of it. A TLS Secret without one of them keeps the pod
+/// waiting with the kubelet's message; an htpasswd one's volume is optional, and the
+/// operator's `ResolvedRefs` says when the Secret or its key is missing.
 fn keys(names: &[&str]) -> Vec<KeyToPath> {
     names
         .iter()

@@ -183,9 +183,9 @@ pub(super) fn served_or_not(found: Outcome, unserved: &[String]) -> Outcome {
     Outcome::no(
         Reason::NotServed,
         format!(
-            "not every edge pod serves {secrets} yet: the kubelet refreshes Secret \
-             volumes within a minute or so; if this lasts, the Secret does not hold a valid \
-             pair (the pods' logs say why)"
+            "not every edge pod on the current config serves {secrets} yet: pods started \
+             before it was added or renamed serve it once the rollout replaces them; if this \
+             lasts, the Secret does not hold a valid pair (the pods' logs say why)"
         ),
     )
 }

@@ -1551,8 +1551,8 @@ fn pods_waiting_for_a_tls_secret_are_named_in_ready() {
     assert_eq!(o.requeue_after(), Duration::from_secs(5));
 }
 
-/// A Secret in place that a pod on the current config does not serve (its optional
-/// volume not refreshed yet, or a pair that does not load) is not ready for clients.
+/// A Secret in place that a pod on the current config does not serve (a pod started
+/// before it was added or renamed, or a pair that does not load) is not ready for clients.
 #[test]
 fn a_certificate_in_place_that_a_pod_does_not_serve_is_not_ready() {
     let issued = status::Outcome::yes(Reason::Issued, "Certificate shop-tls is ready");
@@ -1560,7 +1560,7 @@ fn a_certificate_in_place_that_a_pod_does_not_serve_is_not_ready() {
     assert_eq!((o.ok, o.reason), (false, Reason::NotServed));
     assert!(
         o.message
-            .starts_with("not every edge pod serves Secret shop-tls yet"),
+            .starts_with("not every edge pod on the current config serves Secret shop-tls yet"),
         "{}",
         o.message
     );

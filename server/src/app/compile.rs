@@ -206,8 +206,9 @@ pub(super) fn compile_rule(
 
 /// A rule's users and the file they come from. An optional file that does not exist: the
 /// users the same rule had, when they came from another file whose folder this pod does
-/// not have either (a Secret renamed since the pod started); else nobody. On a reload a
-/// line refused only leaves its user out, so an edit that removes users always lands.
+/// not have either (a Secret renamed since the pod started); else nobody. On a reload (and
+/// for an optional file, at start too) a line refused only leaves its user out, so an
+/// edit that removes users always lands.
 fn read_htpasswd(
     b: &skiff_config::BasicAuth,
     file: &Path,
@@ -232,7 +233,9 @@ fn read_htpasswd(
         Err(e) => return Err(format!("cannot read {}: {e}", file.display())),
         Ok(text) => text,
     };
-    let auth = if reloading {
+    // An optional file is a Secret's: a pod started later must not fail on a line the
+    // running ones left out.
+    let auth = if reloading || b.optional {
         let (auth, refused) = BasicAuth::from_htpasswd_skipping(&text, &b.realm)?;
         for why in refused {
             tracing::error!(at, htpasswd = %file.display(), "htpasswd entry left out: {why}");

@@ -65,10 +65,11 @@ pub struct CertificateFiles {
     /// A DER OCSP response to staple, if one is kept beside the certificate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ocsp: Option<String>,
-    /// Files that do not load yet are not an error: the certificate waits, its names get no
-    /// certificate of their own, and it serves once its files load (a Kubernetes Secret
-    /// created after the pod, through an optional volume). Otherwise they fail the start or
-    /// the reload.
+    /// Files that do not load are not an error: the certificate waits, and serves once its
+    /// files load. Meanwhile its virtual server keeps the certificate it had, if that names
+    /// all its hosts (a pod that cannot mount a Kubernetes Secret renamed since it started),
+    /// else its names get no certificate of their own. Otherwise they fail the start or the
+    /// reload.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub optional: bool,
 }
