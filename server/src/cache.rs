@@ -8,6 +8,7 @@
 //! hot small files and resists scans by one-hit files.
 
 mod front;
+pub mod idle;
 mod open_errors;
 mod revalidation;
 mod roots;

@@ -191,6 +191,7 @@ pub fn serve(
         if let Some(tls) = tls {
             tokio::spawn(crate::tls::watch::watch(tls));
         }
+        tokio::spawn(crate::cache::idle::sweep(shared.cache.clone()));
         if let Some(mut hup) = hup_without_config {
             tokio::spawn(async move {
                 while hup.recv().await.is_some() {

@@ -141,7 +141,7 @@ pub(super) fn compile_rule(
                 matches: r.matches.clone(),
                 source,
             };
-            (Some(auth), Some(origin))
+            (Some(auth), Some(Box::new(origin)))
         }
         None => (None, None),
     };

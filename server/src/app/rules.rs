@@ -169,7 +169,8 @@ pub struct Rule {
     pub cors: Option<Cors>,
     pub basic_auth: Option<BasicAuth>,
     /// Where a rule with basic auth got its users: the next generation finds them by it.
-    pub auth_origin: Option<AuthOrigin>,
+    /// Boxed: rules are scanned per request, and only a reload reads it.
+    pub auth_origin: Option<Box<AuthOrigin>>,
     pub headers: Option<HeaderOps>,
     pub cache: Option<CachePolicy>,
     /// Overrides the virtual server's `https_redirect` for the requests this rule takes.
