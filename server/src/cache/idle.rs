@@ -1,9 +1,9 @@
 //! Letting go of files nobody asked for lately. An entry that keeps a descriptor open
 //! also keeps a file deleted or replaced since on disk (a site synced anew, a ConfigMap
-//! swapped): it is dropped once it has gone unrevalidated for the idle limit, as nginx's
-//! `open_file_cache inactive` does. In-memory entries stay until the budget evicts them.
+//! swapped): it is dropped once unasked for a minute, as nginx's `open_file_cache
+//! inactive` does. In-memory entries stay until the budget evicts them.
 
-use super::FileCache;
+use super::{FileCache, FileEntry};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,24 +12,29 @@ use std::time::Duration;
 const SWEEP: Duration = Duration::from_secs(30);
 
 impl FileCache {
-    /// How long a descriptor-holding entry may go unrevalidated: a minute, or ten
-    /// revalidation intervals when those are long (a hot file is revalidated once per
-    /// interval, so it never looks idle).
+    /// How long a descriptor-holding entry may go unrevalidated: a minute unasked, as an
+    /// entry's revalidation trails its last request by at most one interval.
     pub fn idle_limit(&self) -> Duration {
-        Duration::from_secs(60).max(self.settings.revalidate.saturating_mul(10))
+        Duration::from_secs(60).saturating_add(self.settings.revalidate)
     }
 
-    /// Drops the entries holding a descriptor that have gone unrevalidated for `limit`;
-    /// returns how many.
-    pub fn drop_idle(&self, limit: Duration) -> usize {
+    /// Takes out the entries holding a descriptor that have gone unrevalidated for
+    /// `limit`, and returns them: dropping the last holder of a deleted file's descriptor
+    /// frees its blocks, which may take a while, and quick_cache drops what `retain`
+    /// removes under the shard's lock.
+    pub fn drop_idle(&self, limit: Duration) -> Vec<Arc<FileEntry>> {
         let now = self.now_ms();
         let limit = limit.as_millis() as u64;
-        let before = self.entries.len();
+        let dropped = std::cell::RefCell::new(Vec::new());
         self.entries.retain(|_, e| {
-            !e.holds_descriptor()
-                || now.saturating_sub(e.checked_at_ms.load(Ordering::Relaxed)) < limit
+            let idle = now.saturating_sub(e.checked_at_ms.load(Ordering::Relaxed)) >= limit;
+            let keep = !idle || !e.holds_descriptor();
+            if !keep {
+                dropped.borrow_mut().push(e.clone());
+            }
+            keep
         });
-        before.saturating_sub(self.entries.len())
+        dropped.into_inner()
     }
 }
 
@@ -40,11 +45,12 @@ pub async fn sweep(cache: Arc<FileCache>) {
     tick.tick().await;
     loop {
         tick.tick().await;
-        // A shard at a time, each write-locked for the walk of its entries (microseconds
-        // each): cheaper inline than a blocking thread woken twice a minute.
+        // Each shard is write-locked while its entries are walked (a cheap age check
+        // each): inline. The closes, which free deleted files, go to a blocking thread.
         let dropped = cache.drop_idle(cache.idle_limit());
-        if dropped > 0 {
-            tracing::debug!(dropped, "idle open files let go");
+        if !dropped.is_empty() {
+            tracing::debug!(dropped = dropped.len(), "idle open files let go");
+            let _ = tokio::task::spawn_blocking(move || drop(dropped)).await;
         }
     }
 }
@@ -55,34 +61,61 @@ mod tests {
     use crate::cache::{CacheRoot, CacheSettings, Lookup};
     use crate::fs::open::Root;
 
+    /// Whether this process holds a descriptor of `path` (deleted or not).
+    fn holds_open(path: &std::path::Path) -> bool {
+        std::fs::read_dir("/proc/self/fd")
+            .unwrap()
+            .flatten()
+            .any(|fd| {
+                std::fs::read_link(fd.path()).is_ok_and(|target| {
+                    target.to_string_lossy().trim_end_matches(" (deleted)")
+                        == path.to_string_lossy()
+                })
+            })
+    }
+
     #[test]
-    fn idle_entries_with_a_descriptor_are_dropped_and_small_ones_stay() {
+    fn idle_entries_with_a_descriptor_are_let_go_and_asked_for_and_small_ones_stay() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("big.bin"), vec![7u8; 64 * 1024]).unwrap();
+        for name in ["asked.bin", "gone.bin"] {
+            std::fs::write(dir.path().join(name), vec![7u8; 64 * 1024]).unwrap();
+        }
         std::fs::write(dir.path().join("small.txt"), "small").unwrap();
         let root = CacheRoot {
             id: 1,
             root: Root::open(dir.path(), false).unwrap(),
             index_files: vec![],
         };
-        let cache = FileCache::new(CacheSettings::default());
-        for name in ["big.bin", "small.txt"] {
+        let cache = FileCache::new(CacheSettings {
+            revalidate: Duration::from_millis(10),
+            ..CacheSettings::default()
+        });
+        let get = |name: &str| {
             let found = cache
                 .lookup(&root, &format!("/{name}"), name, false)
                 .unwrap();
             assert!(matches!(found, Lookup::File(..)), "{name}");
+        };
+        for name in ["asked.bin", "gone.bin", "small.txt"] {
+            get(name);
         }
-        assert_eq!(cache.len(), 2);
-        assert_eq!(
-            cache.drop_idle(cache.idle_limit()),
-            0,
+        assert_eq!(cache.idle_limit(), Duration::from_millis(60_010));
+        assert!(
+            cache.drop_idle(cache.idle_limit()).is_empty(),
             "nothing is idle yet"
         );
-        // The big file is deleted: its open descriptor keeps its space until let go.
-        std::fs::remove_file(dir.path().join("big.bin")).unwrap();
-        std::thread::sleep(Duration::from_millis(60));
-        assert_eq!(cache.drop_idle(Duration::from_millis(1)), 1);
-        assert_eq!(cache.len(), 1, "the in-memory entry stays");
-        assert_eq!(cache.idle_limit(), Duration::from_secs(60));
+        // gone.bin is deleted, its space kept by the open descriptor; asked.bin is asked
+        // for again after its interval, which revalidates it.
+        let gone = dir.path().join("gone.bin");
+        std::fs::remove_file(&gone).unwrap();
+        assert!(holds_open(&gone));
+        std::thread::sleep(Duration::from_millis(120));
+        get("asked.bin");
+        let dropped = cache.drop_idle(Duration::from_millis(80));
+        assert_eq!(dropped.len(), 1, "only gone.bin is idle");
+        drop(dropped);
+        assert!(!holds_open(&gone), "the deleted file is still held open");
+        assert!(holds_open(&dir.path().join("asked.bin")));
+        assert_eq!(cache.len(), 2, "asked.bin and the in-memory small.txt stay");
     }
 }

@@ -68,8 +68,7 @@ pub struct CacheConfig {
     /// Total bytes the cache may hold. Each entry is charged 512 bytes besides its
     /// content, and each descriptor it keeps open (files from 16 KiB, for sendfile) 4 KiB,
     /// so this also bounds the files held open. A file held open and not asked for in a
-    /// minute (or ten `revalidate` intervals, if longer) is let go, so the space of one
-    /// deleted or replaced since is freed.
+    /// minute is let go, so the space of one deleted or replaced since is freed.
     #[serde(default = "default_max_bytes")]
     pub max_bytes: u64,
     /// How often a cached file is re-checked with stat, e.g. `1s` or `250ms`.
