@@ -7,7 +7,7 @@ use common::backends::*;
 use common::*;
 use std::io::{Read, Write};
 use std::net::TcpListener;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -823,14 +823,21 @@ fn websocket_handshake(addr: std::net::SocketAddr) -> (std::net::TcpStream, Stri
     (s, String::from_utf8_lossy(&head).to_ascii_lowercase())
 }
 
+/// The WebSocket echo backend, and a config proxying everything to it (the pool's fields
+/// plus `pool_extra`).
+fn websocket_site(dir: &Path, pool_extra: &str) -> (Backend, PathBuf) {
+    let (ws, port) = python_backend(dir, "ws_echo.py", WS_ECHO);
+    let config = write_config(
+        dir,
+        &format!("virtual_servers:\n  - name: ws\n    default: true\n    root: .\n    rules:\n      - action: {{ proxy: {{ pool: ws }} }}\npools:\n  - {{ name: ws, protocol: http, endpoints: [\"127.0.0.1:{port}\"]{pool_extra} }}\n"),
+    );
+    (ws, config)
+}
+
 #[test]
 fn websocket_upgrades_pass_through_the_http_proxy() {
     let dir = tempfile::tempdir().unwrap();
-    let (_ws, port) = python_backend(dir.path(), "ws_echo.py", WS_ECHO);
-    let config = write_config(
-        dir.path(),
-        &format!("virtual_servers:\n  - name: ws\n    default: true\n    root: .\n    rules:\n      - action: {{ proxy: {{ pool: ws }} }}\npools:\n  - {{ name: ws, protocol: http, endpoints: [\"127.0.0.1:{port}\"], read_timeout: 2s }}\n"),
-    );
+    let (_ws, config) = websocket_site(dir.path(), ", read_timeout: 2s");
     let srv = Server::run_config(&config);
     let (mut s, head) = websocket_handshake(srv.addr);
     assert!(head.starts_with("http/1.1 101"), "{head}");
@@ -876,11 +883,7 @@ fn websocket_upgrades_pass_through_the_http_proxy() {
 #[test]
 fn a_websocket_handshake_during_the_shutdown_delay_keeps_its_upgrade() {
     let dir = tempfile::tempdir().unwrap();
-    let (_ws, port) = python_backend(dir.path(), "ws_echo.py", WS_ECHO);
-    let config = write_config(
-        dir.path(),
-        &format!("virtual_servers:\n  - name: ws\n    default: true\n    root: .\n    rules:\n      - action: {{ proxy: {{ pool: ws }} }}\npools:\n  - {{ name: ws, protocol: http, endpoints: [\"127.0.0.1:{port}\"] }}\n"),
-    );
+    let (_ws, config) = websocket_site(dir.path(), "");
     let srv = Server::run_config_with(&config, &["--shutdown-delay", "5s"]);
     srv.signal("TERM");
     std::thread::sleep(Duration::from_millis(300));

@@ -225,35 +225,6 @@ fn a_verified_request_takes_one_rate_limit_token() {
     assert_eq!(status(&resp), 429, "{resp}");
 }
 
-#[test]
-fn sighup_reads_a_rewritten_htpasswd_even_when_the_config_is_unchanged() {
-    // A leaked password is taken out of the file, then SIGHUP: the remembered credentials
-    // go with the old generation, and the config's text alone says nothing changed.
-    let (dir, srv) = start(&alice());
-    assert_eq!(
-        status(&raw_exchange(srv.addr, &get("/admin/", "alice:s3cret"))),
-        200
-    );
-    std::fs::write(
-        dir.path().join("htpasswd"),
-        format!("bob:{}\n", bcrypt::hash("other", 4).unwrap()),
-    )
-    .unwrap();
-    srv.signal("HUP");
-    let end = Instant::now() + Duration::from_secs(10);
-    while status(&raw_exchange(srv.addr, &get("/admin/", "alice:s3cret"))) != 401 {
-        assert!(
-            Instant::now() < end,
-            "alice's removed password still works after SIGHUP"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    assert_eq!(
-        status(&raw_exchange(srv.addr, &get("/admin/", "bob:other"))),
-        200
-    );
-}
-
 /// Polls `/admin/` as `user_password` until it answers `want`, for up to 10 s.
 fn wait_for_status(srv: &Server, user_password: &str, want: u16, what: &str) {
     let end = Instant::now() + Duration::from_secs(10);
@@ -263,20 +234,44 @@ fn wait_for_status(srv: &Server, user_password: &str, want: u16, what: &str) {
     }
 }
 
-#[test]
-fn a_rewritten_htpasswd_applies_without_a_signal() {
-    // As nginx reads auth_basic_user_file per request: revoking a user in the file (or
-    // its Secret) needs no SIGHUP and no restart.
-    let (dir, srv) = start(&alice());
+/// alice signs in, then the file is rewritten with bob only (a leaked password taken out).
+fn replace_alice_with_bob(srv: &Server, dir: &std::path::Path) {
     assert_eq!(
         status(&raw_exchange(srv.addr, &get("/admin/", "alice:s3cret"))),
         200
     );
     std::fs::write(
-        dir.path().join("htpasswd"),
+        dir.join("htpasswd"),
         format!("bob:{}\n", bcrypt::hash("other", 4).unwrap()),
     )
     .unwrap();
+}
+
+#[test]
+fn sighup_reads_a_rewritten_htpasswd_even_when_the_config_is_unchanged() {
+    // A leaked password is taken out of the file, then SIGHUP: the remembered credentials
+    // go with the old generation, and the config's text alone says nothing changed.
+    let (dir, srv) = start(&alice());
+    replace_alice_with_bob(&srv, dir.path());
+    srv.signal("HUP");
+    wait_for_status(
+        &srv,
+        "alice:s3cret",
+        401,
+        "alice's removed password still works after SIGHUP",
+    );
+    assert_eq!(
+        status(&raw_exchange(srv.addr, &get("/admin/", "bob:other"))),
+        200
+    );
+}
+
+#[test]
+fn a_rewritten_htpasswd_applies_without_a_signal() {
+    // As nginx reads auth_basic_user_file per request: revoking a user in the file (or
+    // its Secret) needs no SIGHUP and no restart.
+    let (dir, srv) = start(&alice());
+    replace_alice_with_bob(&srv, dir.path());
     wait_for_status(
         &srv,
         "alice:s3cret",

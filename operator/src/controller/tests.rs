@@ -239,17 +239,22 @@ impl ApiServer {
 
     /// [`Self::accepted_children`] up to the certificates (which come next with `spec.tls`).
     async fn children(&mut self, content_exists: bool) -> BTreeMap<&'static str, Value> {
+        self.content(content_exists).await;
+        self.children_after_refs().await
+    }
+
+    /// The read of the content ConfigMap `site`, found or not.
+    async fn content(&mut self, exists: bool) {
         let content = self
             .expect(Method::GET, "/api/v1/namespaces/web/configmaps/site")
             .await;
-        if content_exists {
+        if exists {
             content.ok(
                 json!({ "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": "site" } }),
             );
         } else {
             content.not_found();
         }
-        self.children_after_refs().await
     }
 
     /// [`Self::children`] after the referenced objects were read.
@@ -794,9 +799,7 @@ async fn an_auth_secret_without_an_htpasswd_key_is_a_missing_reference() {
                     "basicAuth": { "realm": "Admin", "secretName": "admins" } }]
     });
     let (result, status) = run(virtual_server(spec, None), |mut api| async move {
-        api.expect(Method::GET, "/api/v1/namespaces/web/configmaps/site")
-            .await
-            .ok(json!({ "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": "site" } }));
+        api.content(true).await;
         api.expect(Method::GET, "/api/v1/namespaces/web/secrets/admins")
             .await
             .ok(

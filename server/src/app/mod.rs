@@ -5,6 +5,7 @@
 
 mod basic_auth;
 mod compile;
+mod htpasswd_sources;
 mod modifiers;
 mod rules;
 
@@ -15,6 +16,7 @@ use crate::http::reply::{Body, Reply};
 use crate::http::request::RequestHead;
 use crate::static_files::{clean_path_or_reply, StaticFiles, StaticOptions};
 use basic_auth::BasicAuth;
+pub use htpasswd_sources::htpasswd_files;
 use http::{HeaderValue, Method, StatusCode};
 use ipnet::IpNet;
 use rules::{Action, BandwidthLimits, Rule};
@@ -41,39 +43,20 @@ pub struct App {
     pub htpasswd_files: Vec<PathBuf>,
 }
 
-/// The htpasswd files a config's rules read.
-pub fn htpasswd_files(cfg: &Config, base: &Path) -> Vec<PathBuf> {
-    cfg.virtual_servers
-        .iter()
-        .flat_map(|vs| &vs.rules)
-        .filter_map(|r| r.basic_auth.as_ref())
-        .map(|b| base.join(&b.htpasswd))
-        .collect()
-}
-
 impl App {
     /// The users of this generation's rule with basic auth and this match in virtual
-    /// server `vhost`, and the file they came from: what a rule of the next keeps when its
-    /// htpasswd folder is not on this pod.
+    /// server `vhost`, and the file they came from.
     fn basic_auth_of(
         &self,
         vhost: &str,
         matches: &skiff_config::Match,
     ) -> Option<(&BasicAuth, &Path)> {
-        let rule = self
+        let rules = self
             .vhosts
             .iter()
             .filter(|v| v.name == vhost)
-            .flat_map(|v| &v.rules)
-            .find(|r| {
-                r.auth_origin
-                    .as_ref()
-                    .is_some_and(|o| &o.matches == matches)
-            })?;
-        Some((
-            rule.basic_auth.as_ref()?,
-            &rule.auth_origin.as_ref()?.source,
-        ))
+            .flat_map(|v| &v.rules);
+        htpasswd_sources::users_for(rules, matches)
     }
 }
 
