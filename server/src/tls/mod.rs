@@ -121,7 +121,8 @@ impl Wanted {
 }
 
 /// What serves now: the wanted certificates and their last good loads. An optional pair
-/// whose files have not loaded yet (pending) has none, and serves no name until it does.
+/// whose files have not loaded yet (pending) has none: its virtual server serves its
+/// fallback meanwhile, if it has one, else its names get no certificate of their own.
 struct Live {
     wanted: Wanted,
     loaded: HashMap<PairFiles, LoadedPair>,
@@ -294,13 +295,13 @@ impl Tls {
     /// do not exist, loudly and counted when they exist and do not load.
     fn report_pending(&self, files: &PairFiles, error: &str, recheck: bool) {
         if !pair::missing(files) {
-            tracing::error!(cert = %files.cert.display(), "optional certificate does not load; its names get no certificate of their own: {error}");
+            tracing::error!(cert = %files.cert.display(), "optional certificate does not load; its virtual server keeps what it had, if anything: {error}");
             self.metrics
                 .tls_certificate_reloads
                 .get_or_create(&crate::metrics::ResultLabels { result: "failure" })
                 .inc();
         } else if !recheck {
-            tracing::warn!(cert = %files.cert.display(), "optional certificate waits for its files; its names get no certificate of their own until they load: {error}");
+            tracing::warn!(cert = %files.cert.display(), "optional certificate waits for its files; its virtual server keeps what it had, if anything: {error}");
         }
     }
 
