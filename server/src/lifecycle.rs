@@ -233,7 +233,14 @@ pub fn serve(
             open = left,
             "grace period over; closing remaining connections"
         );
-        return Ok(()); // worker threads are torn down with the process
+        shutdown.advance(Phase::Closing);
+        // The workers drop their connections and write out their access logs. A worker
+        // stuck in a blocking call (a log write to a stalled pipe) is left to the exit.
+        let until = Instant::now() + CLOSING_WAIT;
+        while workers.threads.iter().any(|w| !w.is_finished()) && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        return Ok(());
     }
     for w in workers.threads {
         let _ = w.join();
@@ -241,6 +248,10 @@ pub fn serve(
     tracing::info!("stopped cleanly");
     Ok(())
 }
+
+/// How long the workers get, after the grace period, to close what is left and write
+/// their logs.
+const CLOSING_WAIT: Duration = Duration::from_secs(2);
 
 fn off_or(addr: Option<std::net::SocketAddr>) -> String {
     addr.map_or_else(|| "off".to_owned(), |a| a.to_string())

@@ -1,6 +1,7 @@
 //! Graceful shutdown phases, broadcast through a watch channel (HTTP/1.1 connections
 //! waiting between requests hear it from their worker: `conn/stop_wait.rs`): Serving -> Draining (/readyz fails, still serving) -> Stopping (listeners
-//! close, idle keep-alives close, in-flight responses finish).
+//! close, idle keep-alives close, in-flight responses finish) -> Closing (the grace period is
+//! over: workers drop what is left and write out their access logs).
 
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -12,6 +13,7 @@ pub enum Phase {
     Serving = 0,
     Draining = 1,
     Stopping = 2,
+    Closing = 3,
 }
 
 #[derive(Clone)]
@@ -42,7 +44,8 @@ impl ShutdownControl {
         match self.now.load(Ordering::Acquire) {
             0 => Phase::Serving,
             1 => Phase::Draining,
-            _ => Phase::Stopping,
+            2 => Phase::Stopping,
+            _ => Phase::Closing,
         }
     }
     pub fn subscribe(&self) -> watch::Receiver<Phase> {
@@ -85,7 +88,12 @@ impl Drop for ConnectionGuard {
 
 /// Resolves once the phase reaches Stopping.
 pub(crate) async fn stopping(rx: &mut watch::Receiver<Phase>) {
-    let _ = rx.wait_for(|p| *p >= Phase::Stopping).await;
+    reached(rx, Phase::Stopping).await;
+}
+
+/// Resolves once the phase reaches `phase`.
+pub(crate) async fn reached(rx: &mut watch::Receiver<Phase>, phase: Phase) {
+    let _ = rx.wait_for(|p| *p >= phase).await;
 }
 
 #[cfg(test)]
@@ -106,5 +114,7 @@ mod tests {
         clone.advance(Phase::Stopping);
         assert_eq!(control.phase(), Phase::Stopping, "clones share the phase");
         assert_eq!(*rx.borrow(), Phase::Stopping);
+        control.advance(Phase::Closing);
+        assert_eq!(control.phase(), Phase::Closing);
     }
 }

@@ -3,7 +3,7 @@
 use crate::access_log::AccessLog;
 use crate::conn::Admission;
 use crate::metrics::WorkerMetrics;
-use crate::shutdown::stopping;
+use crate::shutdown::{stopping, Phase};
 use crate::state::{install_worker, with_worker, Shared, WorkerState};
 use std::io;
 use std::net::SocketAddr;
@@ -181,12 +181,24 @@ fn worker_main(
         for accepting in loops {
             let _ = accepting.await;
         }
-        // Listening has stopped: let this worker's connections finish their responses.
-        while local.load(Ordering::Acquire) > 0 {
-            tokio::time::sleep(Duration::from_millis(10)).await;
+        // Listening has stopped: let this worker's connections finish their responses,
+        // until the grace period ends.
+        let mut phase = shared.shutdown.subscribe();
+        let finished = async {
+            while local.load(Ordering::Acquire) > 0 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        };
+        tokio::select! {
+            _ = finished => {}
+            _ = crate::shutdown::reached(&mut phase, Phase::Closing) => {}
         }
         flusher.abort();
     });
+    // Dropping the runtime drops the connections left at the grace period's end; those
+    // that record on drop (hyper's responses) log a cut exchange, and then every line
+    // this worker buffered is written before the process exits.
+    drop(rt);
     with_worker(|w| w.log.flush());
 }
 

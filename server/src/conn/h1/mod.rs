@@ -154,7 +154,7 @@ pub(super) async fn serve(
     let began = Instant::now();
     let mut out = Output::default();
     out.records = records;
-    let mut conn = Conn {
+    let mut conn = RecordCutOnDrop(Some(Conn {
         stream,
         peer,
         local_port,
@@ -174,8 +174,9 @@ pub(super) async fn serve(
         parkable,
         began,
         turn: began,
-    };
-    let exit = conn.run().await;
+    }));
+    let exit = conn.0.as_mut().expect("taken only below").run().await;
+    let mut conn = conn.0.take().expect("taken only here");
     // close_notify says the last response was whole: not after an error, which may have
     // cut a body short (a backend failing mid-body, a file that shrank).
     let whole = matches!(exit, Ok(Exit::Closed));
@@ -564,15 +565,29 @@ impl Conn<'_> {
                 self.last_active = self.turn;
             }
         }
-        if !self.pending.is_empty() {
-            let ended = self.turn;
-            let written = sent.written;
-            let remote = self.peer.ip();
-            for p in self.pending.drain(..) {
-                p.record(&self.buf, remote, written, ended);
-            }
-        }
+        self.record_batch(sent.written, self.turn);
         sent.result
+    }
+
+    /// Records the batch's responses, `written` bytes of it having gone out by `ended`.
+    fn record_batch(&mut self, written: u64, ended: Instant) {
+        let remote = self.peer.ip();
+        for p in self.pending.drain(..) {
+            p.record(&self.buf, remote, written, ended);
+        }
+    }
+}
+
+/// Records the responses of a batch still being written when the connection's task is
+/// dropped (the grace period's end drops what a worker has left), with the bytes that
+/// left, as a failed write records them. Every way out of `run` has recorded already.
+struct RecordCutOnDrop<'s>(Option<Conn<'s>>);
+
+impl Drop for RecordCutOnDrop<'_> {
+    fn drop(&mut self) {
+        if let Some(conn) = &mut self.0 {
+            conn.record_batch(conn.out.written, Instant::now());
+        }
     }
 }
 

@@ -345,22 +345,24 @@ impl Output {
                     if !take_records(records, || file_records(f.len, policy)) {
                         break 'write Err(RecordBudget::exhausted());
                     }
-                    let (mut by_sendfile, mut by_pread) = (0, 0);
                     let plain = !stream.is_rustls();
                     if plain {
                         cork(stream.tcp(), &policy, true);
                     }
+                    // Counted into `written` as it goes: a connection dropped mid-file
+                    // (at the grace period's end) records the bytes that left.
+                    let before = *written;
                     let r = match stream {
                         Transport::Plain(s) if uses_sendfile(f.len, &policy) => {
-                            sendfile_slice(s, f, policy, &mut by_sendfile).await
+                            let r = sendfile_slice(s, f, policy, written).await;
+                            *via_sendfile += *written - before;
+                            r
                         }
-                        _ => send_file_pread(stream, f, policy, read_chunk, &mut by_pread).await,
+                        _ => send_file_pread(stream, f, policy, read_chunk, written).await,
                     };
                     if plain {
                         cork(stream.tcp(), &policy, false);
                     }
-                    *via_sendfile += by_sendfile;
-                    *written += by_sendfile + by_pread;
                     if let Err(e) = r {
                         break 'write Err(e);
                     }
