@@ -239,9 +239,18 @@ fn a_rotated_certificate_reaches_new_connections_and_live_ones_keep_going() {
     // What the pods serve, as the operator reads it.
     let (_, served) = srv.admin_get("/certificates");
     assert!(served.contains(r#""vhost":"site""#), "{served}");
-    assert!(srv
+    // The validity period the expiry alert reads (a sixth of it, at most 14 days, left).
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let expiry = srv
         .metric(r#"skiff_tls_certificate_expiry_timestamp_seconds{vhost="site"}"#)
-        .is_some());
+        .unwrap();
+    let issued = srv
+        .metric(r#"skiff_tls_certificate_not_before_timestamp_seconds{vhost="site"}"#)
+        .unwrap();
+    assert!(issued < now && now < expiry, "{issued} < {now} < {expiry}");
 }
 
 #[test]

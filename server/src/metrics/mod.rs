@@ -63,6 +63,8 @@ pub struct Metrics {
     pub tls_certificate_reloads: Family<ResultLabels, Counter>,
     /// The served certificate's notAfter per virtual server (configured names only).
     pub tls_certificate_expiry: Family<VhostNameLabels, Gauge>,
+    /// notBefore beside notAfter: the expiry alert allows for short-lived certificates.
+    pub tls_certificate_issued: Family<VhostNameLabels, Gauge>,
 }
 
 impl Metrics {
@@ -233,6 +235,12 @@ impl Metrics {
             "When the certificate each virtual server serves expires (notAfter, Unix seconds)",
             tls_certificate_expiry.clone(),
         );
+        let tls_certificate_issued = Family::<VhostNameLabels, Gauge>::default();
+        registry.register(
+            "tls_certificate_not_before_timestamp_seconds",
+            "When the certificate each virtual server serves became valid (notBefore, Unix seconds)",
+            tls_certificate_issued.clone(),
+        );
         registry.register(
             "build",
             "Build information",
@@ -271,6 +279,7 @@ impl Metrics {
             tls_kernel_failures,
             tls_certificate_reloads,
             tls_certificate_expiry,
+            tls_certificate_issued,
         })
     }
 

@@ -408,6 +408,7 @@ impl Tls {
             let i = table.slot(Slot {
                 id: entry.files.cert.to_string_lossy().into(),
                 key: pair.key.clone(),
+                not_before: pair.not_before,
                 not_after: pair.not_after,
                 serial: pair.serial.clone(),
             });
@@ -429,8 +430,12 @@ impl Tls {
         if !table.is_empty() {
             table.default_to(0);
         }
-        let expiry = &self.metrics.tls_certificate_expiry;
+        let (expiry, issued) = (
+            &self.metrics.tls_certificate_expiry,
+            &self.metrics.tls_certificate_issued,
+        );
         expiry.clear();
+        issued.clear();
         let mut served = Vec::new();
         for v in &live.wanted.vhosts {
             if v.own.as_ref().is_some_and(|f| live.serving(f).is_none()) {
@@ -441,11 +446,11 @@ impl Tls {
             let fallback = v.own.as_ref().is_some_and(|f| !live.loaded.contains_key(f));
             let vhost = &v.name;
             if let Some(slot) = table.find(v.probe.as_deref()) {
-                expiry
-                    .get_or_create(&crate::metrics::VhostNameLabels {
-                        vhost: vhost.clone(),
-                    })
-                    .set(slot.not_after);
+                let labels = crate::metrics::VhostNameLabels {
+                    vhost: vhost.clone(),
+                };
+                expiry.get_or_create(&labels).set(slot.not_after);
+                issued.get_or_create(&labels).set(slot.not_before);
                 // Names are validated ([A-Za-z0-9._-]) and serials hex: nothing to escape.
                 served.push(format!(
                     "{{\"vhost\":\"{vhost}\",\"serial\":\"{}\",\"not_after\":{}{}}}",

@@ -15,6 +15,7 @@ pub struct Slot {
     /// The certificate file's path: stable across reloads of its contents.
     pub id: Arc<str>,
     pub key: Arc<CertifiedKey>,
+    pub not_before: i64,
     pub not_after: i64,
     /// The leaf's serial number in hex.
     pub serial: String,
@@ -120,6 +121,7 @@ mod tests {
         Slot {
             id: id.into(),
             key: pair.key,
+            not_before: pair.not_before,
             not_after: pair.not_after,
             serial: pair.serial,
         }
