@@ -35,6 +35,22 @@ pub async fn served(pod: &Pod, admin_port: u16) -> Option<Vec<Report>> {
     parse(&body)
 }
 
+/// A pod's config hash and, with `tls`, what it reports serving. Asked in that order: a
+/// reload installs its certificates before its hash, so a pod that answers the desired
+/// hash then answers that config's certificates (asked together, a reload between the
+/// two answers paired the new hash with the old certificates: `NotServed` for a cycle).
+pub async fn hash_then_served(
+    pod: &Pod,
+    admin_port: u16,
+    tls: bool,
+) -> (Option<String>, Option<Vec<Report>>) {
+    let hash = crate::live_config::served_hash(pod, admin_port).await;
+    if !tls {
+        return (hash, None);
+    }
+    (hash, served(pod, admin_port).await)
+}
+
 /// A pod's `/certificates` body; `None` unless it is a JSON list of reports.
 pub fn parse(body: &[u8]) -> Option<Vec<Report>> {
     serde_json::from_slice(body).ok()
@@ -173,10 +189,13 @@ mod tests {
         assert!(summarize(&secrets(), &[]).is_empty());
     }
 
-    /// A pod's admin port, served by a local listener: the body of `/certificates` is
-    /// read; a pod answering 404 (an older server) or not at all gives `None`.
-    #[tokio::test]
-    async fn pods_are_asked_on_their_admin_port_and_an_older_server_is_tolerated() {
+    /// A local listener standing in for a pod's admin port: `answer` gives each path's
+    /// status and body (awaited, so it may wait or change state); the pod to ask it as.
+    async fn admin_port<F, Fut>(answer: F) -> (Pod, u16)
+    where
+        F: Fn(String) -> Fut + Clone + Send + Sync + 'static,
+        Fut: std::future::Future<Output = (u16, String)> + Send + 'static,
+    {
         use http_body_util::Full;
         use hyper::body::Bytes;
         use hyper_util::rt::TokioIo;
@@ -188,17 +207,15 @@ mod tests {
                 let Ok((stream, _)) = listener.accept().await else {
                     return;
                 };
-                let service = hyper::service::service_fn(|req: hyper::Request<_>| async move {
-                    let (status, body) = match req.uri().path() {
-                        "/certificates" => (
-                            200,
-                            r#"[{"vhost":"shop","serial":"0a","not_after":1767225600}]"#,
-                        ),
-                        _ => (404, "not found"),
-                    };
-                    hyper::Response::builder()
-                        .status(status)
-                        .body(Full::new(Bytes::from_static(body.as_bytes())))
+                let answer = answer.clone();
+                let service = hyper::service::service_fn(move |req: hyper::Request<_>| {
+                    let answer = answer.clone();
+                    async move {
+                        let (status, body) = answer(req.uri().path().to_string()).await;
+                        hyper::Response::builder()
+                            .status(status)
+                            .body(Full::new(Bytes::from(body)))
+                    }
                 });
                 tokio::spawn(
                     hyper::server::conn::http1::Builder::new()
@@ -210,6 +227,23 @@ mod tests {
             "metadata": { "name": "edge-1" }, "status": { "podIP": "127.0.0.1" }
         }))
         .unwrap();
+        (pod, port)
+    }
+
+    /// The body of `/certificates` is read; a pod answering 404 (an older server) or not at
+    /// all gives `None`.
+    #[tokio::test]
+    async fn pods_are_asked_on_their_admin_port_and_an_older_server_is_tolerated() {
+        let (pod, port) = admin_port(|path: String| async move {
+            match path.as_str() {
+                "/certificates" => (
+                    200,
+                    r#"[{"vhost":"shop","serial":"0a","not_after":1767225600}]"#.to_string(),
+                ),
+                _ => (404, "not found".to_string()),
+            }
+        })
+        .await;
         assert_eq!(
             served(&pod, port).await,
             Some(vec![report("shop", "0a", 1767225600)])
@@ -217,6 +251,43 @@ mod tests {
         assert_eq!(admin_get(&pod, port, "/elsewhere", 1024).await, None);
         let no_ip: Pod = serde_json::from_value(json!({ "metadata": { "name": "new" } })).unwrap();
         assert_eq!(served(&no_ip, port).await, None);
+    }
+
+    /// A pod that reloads while it is asked: its hash answer is slow and the reload lands
+    /// as it is given. The certificates read with the new hash are the new config's.
+    #[tokio::test]
+    async fn the_certificates_are_asked_after_the_hash_they_go_with() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let reloaded = std::sync::Arc::new(AtomicBool::new(false));
+        let (pod, port) = admin_port(move |path: String| {
+            let reloaded = reloaded.clone();
+            async move {
+                match path.as_str() {
+                    "/config-hash" => {
+                        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+                        reloaded.store(true, Ordering::SeqCst);
+                        (200, "new\n".to_string())
+                    }
+                    "/certificates" if reloaded.load(Ordering::SeqCst) => (
+                        200,
+                        r#"[{"vhost":"shop","serial":"0a","not_after":1},{"vhost":"shop-tls-1","serial":"0b","not_after":2}]"#.to_string(),
+                    ),
+                    "/certificates" => (200, r#"[{"vhost":"shop","serial":"0a","not_after":1}]"#.to_string()),
+                    _ => (404, "not found".to_string()),
+                }
+            }
+        })
+        .await;
+        let (hash, reports) = hash_then_served(&pod, port, true).await;
+        assert_eq!(hash.as_deref(), Some("new"));
+        assert_eq!(
+            unserved(&secrets(), &[(true, reports)]),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            hash_then_served(&pod, port, false).await,
+            (Some("new".into()), None)
+        );
     }
 
     #[test]

@@ -93,16 +93,7 @@ pub(super) async fn served(
         .iter()
         .filter(|p| live_config::serving(p))
         .collect();
-    let ask = |p: &Pod| {
-        let p = p.clone();
-        async move {
-            let hash = live_config::served_hash(&p, render::ADMIN_PORT);
-            if !tls {
-                return (hash.await, None);
-            }
-            futures::join!(hash, served_certificates::served(&p, render::ADMIN_PORT))
-        }
-    };
+    let ask = |p| served_certificates::hash_then_served(p, render::ADMIN_PORT, tls);
     let reports = futures::future::join_all(serving.into_iter().map(ask)).await;
     let (hashes, certificates): (Vec<_>, Vec<_>) = reports.into_iter().unzip();
     let name = vs.name_any();
