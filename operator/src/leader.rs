@@ -1,7 +1,9 @@
 //! Leader election on a coordination.k8s.io Lease, so that two operator replicas can run:
 //! only the holder reconciles. Takes are optimistic (resourceVersion), a holder renews
 //! every `renew` and a lease not renewed for `duration` may be taken over. A leader that
-//! cannot renew in time exits, so it never reconciles beside a new leader.
+//! has not renewed within `renew_deadline` (shorter than `duration`, as client-go's
+//! RenewDeadline) exits, so it never reconciles beside a new leader; a renewal that hangs
+//! counts as failed when that deadline passes.
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
@@ -16,6 +18,17 @@ pub struct Elector {
     identity: String,
     duration: Duration,
     renew: Duration,
+    renew_deadline: Duration,
+}
+
+/// Why a leader stopped renewing its lease.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Lost {
+    /// Another replica holds it.
+    TakenOver,
+    /// No renewal succeeded within the renew deadline (the API server refused, failed or
+    /// did not answer).
+    NotRenewed,
 }
 
 /// Whether `lease` lets `identity` take it now.
@@ -42,6 +55,7 @@ impl Elector {
             identity: identity.into(),
             duration: Duration::from_secs(15),
             renew: Duration::from_secs(5),
+            renew_deadline: Duration::from_secs(10),
         }
     }
 
@@ -113,26 +127,37 @@ impl Elector {
             renewing: None,
         };
         let renewing = tokio::spawn(async move {
-            let mut last_renewed = std::time::Instant::now();
-            loop {
-                tokio::time::sleep(self.renew).await;
-                match self.try_hold().await {
-                    Ok(true) => last_renewed = std::time::Instant::now(),
-                    Ok(false) => {
-                        tracing::error!("lost the leader lease to another replica; exiting");
-                        std::process::exit(1);
-                    }
-                    Err(e) => tracing::warn!(error = %e, "cannot renew the leader lease"),
+            match self.keep_renewing().await {
+                Lost::TakenOver => {
+                    tracing::error!("lost the leader lease to another replica; exiting")
                 }
-                if last_renewed.elapsed() > self.duration {
-                    tracing::error!("leader lease not renewed in time; exiting");
-                    std::process::exit(1);
-                }
+                Lost::NotRenewed => tracing::error!("leader lease not renewed in time; exiting"),
             }
+            std::process::exit(1);
         });
         Leadership {
             renewing: Some(renewing),
             ..handle
+        }
+    }
+
+    /// Renews the held lease every `renew` until that fails for good. Each attempt gets
+    /// what is left of the renew deadline, so a request that hangs cannot keep a leader
+    /// acting past its lease.
+    async fn keep_renewing(&self) -> Lost {
+        let mut last_renewed = tokio::time::Instant::now();
+        loop {
+            tokio::time::sleep(self.renew).await;
+            let left = self.renew_deadline.saturating_sub(last_renewed.elapsed());
+            match tokio::time::timeout(left, self.try_hold()).await {
+                Ok(Ok(true)) => last_renewed = tokio::time::Instant::now(),
+                Ok(Ok(false)) => return Lost::TakenOver,
+                Ok(Err(e)) => tracing::warn!(error = %e, "cannot renew the leader lease"),
+                Err(_) => tracing::warn!("renewing the leader lease did not finish in time"),
+            }
+            if last_renewed.elapsed() >= self.renew_deadline {
+                return Lost::NotRenewed;
+            }
         }
     }
 }
@@ -196,6 +221,39 @@ mod tests {
     #[test]
     fn a_fresh_lease_of_another_holder_is_not_taken() {
         assert!(!can_take(&lease("other", 3), "me", Timestamp::now()));
+    }
+
+    /// The API server takes the lease's GET and never answers: the leader gives up at
+    /// the renew deadline, before another replica could take the lease over.
+    #[tokio::test(start_paused = true)]
+    async fn a_renewal_that_hangs_ends_the_leadership_at_the_renew_deadline() {
+        let (service, mut handle) = tower_test::mock::pair::<
+            http::Request<kube::client::Body>,
+            http::Response<kube::client::Body>,
+        >();
+        let elector = Elector::new(
+            Client::new(service, "default"),
+            "ns",
+            "skiff-operator",
+            "me",
+        );
+        let started = tokio::time::Instant::now();
+        let apiserver = tokio::spawn(async move {
+            let (request, _unanswered) = handle.next_request().await.expect("a renewal");
+            assert_eq!(request.method(), http::Method::GET);
+            assert!(request.uri().path().ends_with("/leases/skiff-operator"));
+            // Held unanswered until the leader gives up.
+            std::future::pending::<()>().await
+        });
+        let lost = tokio::time::timeout(Duration::from_secs(60), elector.keep_renewing()).await;
+        assert_eq!(lost, Ok(Lost::NotRenewed), "still leading a minute later");
+        let took = started.elapsed();
+        assert_eq!(
+            took, elector.renew_deadline,
+            "gave up at the deadline, not later"
+        );
+        assert!(took < elector.duration);
+        apiserver.abort();
     }
 
     #[test]
