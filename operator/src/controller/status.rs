@@ -107,6 +107,19 @@ impl Observed<'_> {
             && ds.available_replicas.unwrap_or(0) == want
     }
 
+    /// The rollout has passed its progress deadline (`Progressing=False`,
+    /// ProgressDeadlineExceeded), until a new template or a pod's progress resets it.
+    fn stalled(&self) -> bool {
+        self.deployment
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|c| {
+                c.iter()
+                    .any(|c| c.type_ == "Progressing" && c.status == "False")
+            })
+    }
+
     /// The Deployment controller has not caught up with a new template yet: a rollout starts.
     fn rolling(&self) -> bool {
         self.deployment
@@ -150,7 +163,11 @@ impl Observed<'_> {
             .as_ref()
             .filter(|c| !c.ok)
             .map(|c| c.reason);
-        if !self.settled() || self.live.reason == Reason::Reloading {
+        if !self.settled() && self.stalled() {
+            // The Deployment controller gave up waiting (progressDeadlineSeconds): a pod
+            // that cannot start. Its status changes wake this anyway (`owns`).
+            Duration::from_secs(60)
+        } else if !self.settled() || self.live.reason == Reason::Reloading {
             Duration::from_secs(5)
         } else if matches!(certificate, Some(Reason::Pending | Reason::SecretNotFound)) {
             Duration::from_secs(10)

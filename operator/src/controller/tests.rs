@@ -1552,6 +1552,17 @@ fn pods_waiting_for_a_tls_secret_are_named_in_ready() {
         "0/2 edge pods ready; new pods start once TLS Secret shop-tls exists"
     );
     assert_eq!(o.requeue_after(), Duration::from_secs(5));
+    // Past its progress deadline, the rollout is looked at every minute, not every 5 s.
+    let stalled: Deployment = serde_json::from_value(json!({
+        "metadata": { "name": "shop", "generation": 2 },
+        "spec": { "replicas": 2, "selector": {}, "template": {} },
+        "status": { "observedGeneration": 2, "replicas": 1, "readyReplicas": 0,
+            "conditions": [{ "type": "Progressing", "status": "False",
+                "reason": "ProgressDeadlineExceeded" }] }
+    }))
+    .unwrap();
+    o.deployment = &stalled;
+    assert_eq!(o.requeue_after(), Duration::from_secs(60));
 }
 
 /// A Secret in place that a pod on the current config does not serve (a pod started

@@ -86,9 +86,10 @@ pub struct VirtualServerSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 16))]
     pub pools: Vec<Pool>,
-    /// Edge replicas when autoscaling is off (and the starting count when it is on).
+    /// Edge replicas when autoscaling is off (and the starting count when it is on). At most
+    /// 1000, as the autoscaler's bounds: a typo should not start ten thousand pods.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 0))]
+    #[schemars(range(min = 0, max = 1000))]
     pub replicas: Option<i32>,
     /// Horizontal autoscaling of the edge farm on CPU.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -263,10 +264,10 @@ pub enum Placement {
 ]))]
 pub struct Autoscaling {
     /// Lowest replica count.
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1, max = 1000))]
     pub min_replicas: i32,
     /// Highest replica count.
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1, max = 1000))]
     pub max_replicas: i32,
     /// Average CPU utilization to aim for, in percent of the request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
