@@ -17,11 +17,12 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::fmt::Debug;
 
-/// The edge Deployment and Service as the apiserver returned them from the apply: their
-/// status and cluster IP feed the VirtualServer's status.
+/// The edge Deployment and Service, and the pools' Deployments, as the apiserver returned
+/// them from the apply: their status and cluster IP feed the VirtualServer's status.
 pub(super) struct Applied {
     pub deployment: Deployment,
     pub service: Service,
+    pub pools: Vec<Deployment>,
 }
 
 /// Applies every child the edge and its pools need, in a fixed order: the config first, so
@@ -44,12 +45,13 @@ pub(super) async fn children(
     let service = apply(client, ns, &children.service).await?;
     apply_or_delete(client, ns, &name, &uid, children.autoscaler.as_ref()).await?;
     apply(client, ns, &children.disruption_budget).await?;
+    let mut pools = Vec::with_capacity(children.pools.len());
     for pool in &children.pools {
         apply_or_delete(client, ns, &pool.name, &uid, pool.network_policy.as_ref()).await?;
         if pool.autoscaler.is_some() {
             hand_replicas_over(client, ns, &pool.name).await?;
         }
-        apply(client, ns, &pool.deployment).await?;
+        pools.push(apply(client, ns, &pool.deployment).await?);
         apply(client, ns, &pool.service).await?;
         apply_or_delete(client, ns, &pool.name, &uid, pool.autoscaler.as_ref()).await?;
     }
@@ -57,6 +59,7 @@ pub(super) async fn children(
     Ok(Applied {
         deployment,
         service,
+        pools,
     })
 }
 

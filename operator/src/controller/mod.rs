@@ -192,6 +192,7 @@ async fn reconcile_inner(vs: &VirtualServer, ctx: &Context) -> Result<Action> {
         served_certificates: served.certificates,
         deployment: &applied.deployment,
         service: &applied.service,
+        pools: &applied.pools,
         live: served.live,
         selector: crate::children::selector_string(&vs),
     };

@@ -76,6 +76,8 @@ pub(super) struct Observed<'a> {
     /// The edge Deployment and Service as the apply returned them.
     pub deployment: &'a Deployment,
     pub service: &'a Service,
+    /// The pools' own Deployments (`placement: pool`) as the apply returned them.
+    pub pools: &'a [Deployment],
     pub live: Verdict,
     pub selector: String,
 }
@@ -129,11 +131,40 @@ impl Observed<'_> {
             < self.deployment.metadata.generation
     }
 
+    /// The pools (by name) whose Deployment wants pods and has none available: their
+    /// routes answer 502 or 503 while the edge itself is fine.
+    fn unavailable_pools(&self) -> Vec<String> {
+        self.pools
+            .iter()
+            .filter(|d| {
+                let want = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+                let available = d.status.as_ref().and_then(|s| s.available_replicas);
+                want > 0 && available.unwrap_or(0) == 0
+            })
+            .map(|d| {
+                d.labels()
+                    .get(crate::children::POOL_LABEL)
+                    .cloned()
+                    .unwrap_or_else(|| d.name_any())
+            })
+            .collect()
+    }
+
     fn ready(&self) -> Outcome {
         let (want, ready) = self.replicas();
         let message = format!("{ready}/{want} edge pods ready");
         if self.settled() && ready > 0 {
-            Outcome::yes(Reason::Available, message)
+            match &self.unavailable_pools()[..] {
+                [] => Outcome::yes(Reason::Available, message),
+                [one] => Outcome::no(
+                    Reason::PoolUnavailable,
+                    format!("{message}; pool {one} has no available pod"),
+                ),
+                many => Outcome::no(
+                    Reason::PoolUnavailable,
+                    format!("{message}; pools {} have no available pod", many.join(", ")),
+                ),
+            }
         } else if self.missing_secrets.is_empty() {
             Outcome::no(Reason::RollingOut, message)
         } else {
@@ -169,6 +200,9 @@ impl Observed<'_> {
             Duration::from_secs(60)
         } else if !self.settled() || self.live.reason == Reason::Reloading {
             Duration::from_secs(5)
+        } else if !self.unavailable_pools().is_empty() {
+            // The pools' Deployments are owned: their changes wake this sooner.
+            Duration::from_secs(30)
         } else if matches!(certificate, Some(Reason::Pending | Reason::SecretNotFound)) {
             Duration::from_secs(10)
         } else if self.live.reason == Reason::PodsUnreachable

@@ -1498,9 +1498,65 @@ fn observed<'a>(
         served_certificates: vec![],
         deployment,
         service,
+        pools: &[],
         live: crate::live_config::verdict("h", &[]),
         selector: String::new(),
     }
+}
+
+/// The edge is rolled out, and a pool's own Deployment has no available pod: its routes
+/// fail, so the VirtualServer is not Ready. A pool scaled to zero, or with a pod
+/// available, is not named.
+#[test]
+fn a_pool_without_an_available_pod_makes_the_virtual_server_not_ready() {
+    let rendered = render::Rendered::default();
+    let deployment = |name: &str, pool: Option<&str>, want: i32, available: i32| -> Deployment {
+        let labels = pool
+            .map(|p| json!({ "skiff.dev/pool": p }))
+            .unwrap_or(json!({}));
+        serde_json::from_value(json!({
+            "metadata": { "name": name, "generation": 1, "labels": labels },
+            "spec": { "replicas": want, "selector": {}, "template": {} },
+            "status": { "observedGeneration": 1, "replicas": want, "readyReplicas": available,
+                "updatedReplicas": want, "availableReplicas": available }
+        }))
+        .unwrap()
+    };
+    let edge = deployment("shop", None, 2, 2);
+    let service = Service::default();
+    let pools = [
+        deployment("shop-php", Some("php"), 2, 0),
+        deployment("shop-api", Some("api"), 2, 1),
+        deployment("shop-idle", Some("idle"), 0, 0),
+    ];
+    let mut o = observed(&rendered, &edge, &service, None);
+    o.pools = &pools;
+    let s = status::accepted(&VirtualServerStatus::default(), Some(1), &o);
+    let ready = condition(&s, ConditionType::Ready);
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("False", "PoolUnavailable")
+    );
+    assert_eq!(
+        ready.message,
+        "2/2 edge pods ready; pool php has no available pod"
+    );
+    assert_eq!(o.requeue_after(), Duration::from_secs(30));
+
+    let two_down = [
+        deployment("shop-php", Some("php"), 2, 0),
+        deployment("shop-api", Some("api"), 1, 0),
+    ];
+    o.pools = &two_down;
+    let s = status::accepted(&VirtualServerStatus::default(), Some(1), &o);
+    assert_eq!(
+        condition(&s, ConditionType::Ready).message,
+        "2/2 edge pods ready; pools php, api have no available pod"
+    );
+    let up = [deployment("shop-php", Some("php"), 2, 1)];
+    o.pools = &up;
+    let s = status::accepted(&VirtualServerStatus::default(), Some(1), &o);
+    assert_eq!(condition(&s, ConditionType::Ready).reason, "Available");
 }
 
 #[test]

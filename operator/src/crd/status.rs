@@ -154,6 +154,9 @@ vocabulary! {
         Available,
         /// Ready: pods are still being replaced or started.
         RollingOut,
+        /// Ready: the edge is available, and a backend pool's own Deployment
+        /// (`placement: pool`) has no available pod, so its routes fail.
+        PoolUnavailable,
         /// Monitored: a ServiceMonitor was applied.
         ServiceMonitorCreated,
         /// Monitored: the Prometheus Operator's CRD is absent.
@@ -232,6 +235,6 @@ mod tests {
         );
         assert_eq!(EventReason::Rejected.as_str(), "Rejected");
         assert_eq!(ConditionType::ALL.len(), 6);
-        assert_eq!(Reason::ALL.len(), 23);
+        assert_eq!(Reason::ALL.len(), 24);
     }
 }
