@@ -11,6 +11,7 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, PostParams};
 use kube::Client;
 use std::time::Duration;
+use tokio::time::Instant;
 
 pub struct Elector {
     api: Api<Lease>,
@@ -111,14 +112,18 @@ impl Elector {
     /// Waits until this process holds the lease, then keeps renewing it in the background.
     /// The returned handle hands the lease back on graceful shutdown.
     pub async fn acquire(self) -> Leadership {
-        loop {
-            match self.try_hold().await {
-                Ok(true) => break,
-                Ok(false) => {}
-                Err(e) => tracing::warn!(error = %e, "leader election"),
+        let held_since = loop {
+            // The lease's renewTime is stamped as the attempt starts: the deadlines run from
+            // there, not from the answer, which may come late.
+            let attempt = Instant::now();
+            match tokio::time::timeout(self.renew_deadline, self.try_hold()).await {
+                Ok(Ok(true)) => break attempt,
+                Ok(Ok(false)) => {}
+                Ok(Err(e)) => tracing::warn!(error = %e, "leader election"),
+                Err(_) => tracing::warn!("leader election: the API server did not answer in time"),
             }
             tokio::time::sleep(self.renew).await;
-        }
+        };
         tracing::info!(lease = %self.name, identity = %self.identity, "became the leader");
         let handle = Leadership {
             api: self.api.clone(),
@@ -127,7 +132,7 @@ impl Elector {
             renewing: None,
         };
         let renewing = tokio::spawn(async move {
-            match self.keep_renewing().await {
+            match self.keep_renewing(held_since).await {
                 Lost::TakenOver => {
                     tracing::error!("lost the leader lease to another replica; exiting")
                 }
@@ -141,26 +146,38 @@ impl Elector {
         }
     }
 
-    /// Renews the held lease every `renew` until that fails for good. Each attempt gets
-    /// what is left of the renew deadline, so a request that hangs cannot keep a leader
-    /// acting past its lease.
-    async fn keep_renewing(&self) -> Lost {
-        let mut last_renewed = tokio::time::Instant::now();
+    /// Renews the lease held since `renewed` (the start of the attempt that took or last
+    /// renewed it) every `renew`, and every `RETRY` after a failure, until the renew
+    /// deadline passes without a renewal: it is checked before each attempt and bounds
+    /// the attempt itself, so neither a late answer nor a hanging request keeps a leader
+    /// acting past it.
+    async fn keep_renewing(&self, mut renewed: Instant) -> Lost {
+        let mut wait = self.renew;
         loop {
-            tokio::time::sleep(self.renew).await;
-            let left = self.renew_deadline.saturating_sub(last_renewed.elapsed());
-            match tokio::time::timeout(left, self.try_hold()).await {
-                Ok(Ok(true)) => last_renewed = tokio::time::Instant::now(),
-                Ok(Ok(false)) => return Lost::TakenOver,
-                Ok(Err(e)) => tracing::warn!(error = %e, "cannot renew the leader lease"),
-                Err(_) => tracing::warn!("renewing the leader lease did not finish in time"),
-            }
-            if last_renewed.elapsed() >= self.renew_deadline {
+            let deadline = renewed + self.renew_deadline;
+            tokio::time::sleep_until((Instant::now() + wait).min(deadline)).await;
+            let attempt = Instant::now();
+            if attempt >= deadline {
                 return Lost::NotRenewed;
+            }
+            match tokio::time::timeout_at(deadline, self.try_hold()).await {
+                Ok(Ok(true)) => {
+                    renewed = attempt;
+                    wait = self.renew;
+                }
+                Ok(Ok(false)) => return Lost::TakenOver,
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "cannot renew the leader lease");
+                    wait = RETRY;
+                }
+                Err(_) => tracing::warn!("renewing the leader lease did not finish in time"),
             }
         }
     }
 }
+
+/// How soon a failed renewal is tried again (client-go's retry period).
+const RETRY: Duration = Duration::from_secs(2);
 
 /// A held lease. Releasing it on shutdown lets a standby (or the next pod of a rollout)
 /// lead at once instead of waiting out the lease duration, as client-go's ReleaseOnCancel.
@@ -223,36 +240,73 @@ mod tests {
         assert!(!can_take(&lease("other", 3), "me", Timestamp::now()));
     }
 
+    type Handle = tower_test::mock::Handle<
+        http::Request<kube::client::Body>,
+        http::Response<kube::client::Body>,
+    >;
+
+    fn elector() -> (Elector, Handle) {
+        let (service, handle) = tower_test::mock::pair();
+        let client = Client::new(service, "default");
+        (Elector::new(client, "ns", "skiff-operator", "me"), handle)
+    }
+
+    /// Answers the next request, a renewal's GET or PUT of the lease, with a lease held by
+    /// this process, after `delay`.
+    async fn answer(handle: &mut Handle, delay: Duration) {
+        let (request, respond) = handle.next_request().await.expect("a renewal");
+        assert!(request.uri().path().ends_with("/leases/skiff-operator"));
+        tokio::time::sleep(delay).await;
+        let body = serde_json::to_vec(&lease("me", 0)).unwrap();
+        respond.send_response(
+            http::Response::builder()
+                .body(kube::client::Body::from(body))
+                .unwrap(),
+        );
+    }
+
     /// The API server takes the lease's GET and never answers: the leader gives up at
     /// the renew deadline, before another replica could take the lease over.
     #[tokio::test(start_paused = true)]
     async fn a_renewal_that_hangs_ends_the_leadership_at_the_renew_deadline() {
-        let (service, mut handle) = tower_test::mock::pair::<
-            http::Request<kube::client::Body>,
-            http::Response<kube::client::Body>,
-        >();
-        let elector = Elector::new(
-            Client::new(service, "default"),
-            "ns",
-            "skiff-operator",
-            "me",
-        );
-        let started = tokio::time::Instant::now();
+        let (elector, mut handle) = elector();
+        let started = Instant::now();
         let apiserver = tokio::spawn(async move {
             let (request, _unanswered) = handle.next_request().await.expect("a renewal");
             assert_eq!(request.method(), http::Method::GET);
-            assert!(request.uri().path().ends_with("/leases/skiff-operator"));
-            // Held unanswered until the leader gives up.
             std::future::pending::<()>().await
         });
-        let lost = tokio::time::timeout(Duration::from_secs(60), elector.keep_renewing()).await;
-        assert_eq!(lost, Ok(Lost::NotRenewed), "still leading a minute later");
-        let took = started.elapsed();
+        let lost = tokio::time::timeout(Duration::from_secs(60), elector.keep_renewing(started));
         assert_eq!(
-            took, elector.renew_deadline,
-            "gave up at the deadline, not later"
+            lost.await,
+            Ok(Lost::NotRenewed),
+            "still leading a minute later"
         );
-        assert!(took < elector.duration);
+        assert_eq!(started.elapsed(), elector.renew_deadline);
+        apiserver.abort();
+    }
+
+    /// A renewal answered late counts from when it was sent (when its renewTime was
+    /// stamped), not from its answer: the next one's deadline is 10 s after that.
+    #[tokio::test(start_paused = true)]
+    async fn a_late_answer_does_not_move_the_deadline_past_the_lease() {
+        let (elector, mut handle) = elector();
+        let started = Instant::now();
+        let apiserver = tokio::spawn(async move {
+            // The first renewal (at 5 s): its GET answered at once, its PUT at 9 s.
+            answer(&mut handle, Duration::ZERO).await;
+            answer(&mut handle, Duration::from_secs(4)).await;
+            // The next one hangs.
+            let _unanswered = handle.next_request().await;
+            std::future::pending::<()>().await
+        });
+        let lost = tokio::time::timeout(Duration::from_secs(60), elector.keep_renewing(started));
+        assert_eq!(lost.await, Ok(Lost::NotRenewed));
+        assert_eq!(
+            started.elapsed(),
+            elector.renew + elector.renew_deadline,
+            "10 s after the renewal was sent, not after its answer"
+        );
         apiserver.abort();
     }
 

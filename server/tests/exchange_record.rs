@@ -379,3 +379,62 @@ fn a_client_gone_before_the_pool_answers_is_recorded_as_499() {
         assert_eq!(metric_or_zero(&srv, &sample), 1.0, "{method}");
     }
 }
+
+/// The grace period's end cuts what is still going on the fast path: a download whose
+/// client stopped reading, and a pool request the backend has not answered. Both are
+/// recorded before the process exits: the download with the bytes that left, the pool
+/// request as 499.
+#[test]
+fn exchanges_cut_at_the_grace_periods_end_are_recorded() {
+    let site = php_site();
+    std::fs::write(
+        site.path().join("slow.php"),
+        "<?php sleep(30); echo 'late';",
+    )
+    .unwrap();
+    std::fs::write(site.path().join("huge.bin"), vec![b'q'; 32 << 20]).unwrap();
+    let port = free_port();
+    let _fpm = php_fpm(site.path(), &format!("127.0.0.1:{port}"));
+    let log = site.path().join("access.json");
+    let config = write_config(
+        site.path(),
+        &format!(
+            "access_log: {{ format: json, path: {} }}\n{}",
+            log.display(),
+            php_config(site.path(), &format!("127.0.0.1:{port}"))
+        ),
+    );
+    let grace = ["--shutdown-delay", "0s", "--shutdown-grace", "1s"];
+    let mut srv = Server::run_config_with(&config, &grace);
+    let mut download = std::net::TcpStream::connect(srv.addr).unwrap();
+    download
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    download
+        .write_all(b"GET /huge.bin HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut buf = vec![0u8; 64 * 1024];
+    assert!(std::io::Read::read(&mut download, &mut buf).unwrap() > 0);
+    let mut pooled = std::net::TcpStream::connect(srv.addr).unwrap();
+    pooled
+        .write_all(b"GET /slow.php HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    srv.signal("TERM");
+    assert_eq!(srv.wait_exit(Duration::from_secs(10)), Some(0));
+    assert!(srv.stderr_text().contains("grace period over"));
+    let lines = log_lines(&log);
+    let line = |target: &str| {
+        lines
+            .iter()
+            .find(|l| l["target"] == target)
+            .unwrap_or_else(|| panic!("{target} is not in the log: {lines:?}"))
+    };
+    let cut = line("/huge.bin");
+    assert_eq!(cut["status"], 200);
+    let bytes = cut["bytes"].as_u64().unwrap();
+    assert!(bytes > 0 && bytes < 32 << 20, "the bytes that left: {cut}");
+    let waiting = line("/slow.php");
+    assert_eq!(waiting["status"], 499, "{waiting}");
+    assert_eq!(waiting["pool"], "php");
+}

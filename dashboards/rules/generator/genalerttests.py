@@ -184,17 +184,20 @@ tests.append({
 })
 
 # 6. Certificates. 90-day ones alert at 14 days left (one has 10 days, one 60); 24-hour ones
-# at 4 hours (one has 10 hours, one 3).
+# at 4 hours (one has 10 hours, one 3); a pod without notBefore at 14 days (13 days, 20).
 name = "SkiffCertificateExpiringSoon"
-def cert(vhost, expires, lifetime):
-    labels = f'namespace="web",virtualserver="shop",pod="shop-0",vhost="{vhost}"'
-    return [s(f"skiff_tls_certificate_expiry_timestamp_seconds{{{labels}}}", f"{expires}x30"),
-            s(f"skiff_tls_certificate_not_before_timestamp_seconds{{{labels}}}", f"{expires - lifetime}x30")]
+def cert(vhost, expires, lifetime, pod="shop-0"):
+    labels = f'namespace="web",virtualserver="shop",pod="{pod}",vhost="{vhost}"'
+    expiry = s(f"skiff_tls_certificate_expiry_timestamp_seconds{{{labels}}}", f"{expires}x30")
+    if lifetime is None:  # an older image, without the notBefore gauge
+        return [expiry]
+    return [expiry, s(f"skiff_tls_certificate_not_before_timestamp_seconds{{{labels}}}", f"{expires - lifetime}x30")]
 DAY = 86400
 tests.append({
     "interval": "1m",
     "input_series": cert("shop", 10 * DAY, 90 * DAY) + cert("shop-tls-0", 60 * DAY, 90 * DAY)
-        + cert("shop-tls-1", 36000, DAY) + cert("shop-tls-2", 10800, DAY),
+        + cert("shop-tls-1", 36000, DAY) + cert("shop-tls-2", 10800, DAY)
+        + cert("shop-tls-3", 13 * DAY, None, pod="shop-old") + cert("shop-tls-4", 20 * DAY, None, pod="shop-old"),
     "alert_rule_test": [
         {"eval_time": "10m", "alertname": name, "exp_alerts": []},
         {"eval_time": "20m", "alertname": name, "exp_alerts": [simple(name, "warning",
@@ -203,7 +206,10 @@ tests.append({
             namespace="web", virtualserver="shop", vhost="shop"), simple(name, "warning",
             "The certificate of shop-tls-2 (VirtualServer web/shop) expires in 2h 40m 0s.",
             "The certificate the edge pods of VirtualServer web/shop serve for shop-tls-2 has less than a sixth of its lifetime (at most 14 days) left, 2h 40m 0s, and has not been renewed; clients will refuse it once it expires.",
-            namespace="web", virtualserver="shop", vhost="shop-tls-2")]},
+            namespace="web", virtualserver="shop", vhost="shop-tls-2"), simple(name, "warning",
+            "The certificate of shop-tls-3 (VirtualServer web/shop) expires in 12d 23h 40m 0s.",
+            "The certificate the edge pods of VirtualServer web/shop serve for shop-tls-3 has less than a sixth of its lifetime (at most 14 days) left, 12d 23h 40m 0s, and has not been renewed; clients will refuse it once it expires.",
+            namespace="web", virtualserver="shop", vhost="shop-tls-3")]},
     ],
 })
 

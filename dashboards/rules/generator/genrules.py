@@ -127,10 +127,14 @@ alerts += [
           f"For more than 10 minutes the edge pods of VirtualServer {VS} have served {{{{ $value }}}} different configuration hashes (skiff_config_info): a rollout or reload has not converged."),
     # A sixth of the lifetime, at most 14 days: a 90-day certificate alerts at 14 days left as
     # before, cert-manager renewing at a third left by default; a 24-hour one at 4 hours, not always.
+    # A pod without notBefore (an image from before it was exported) gets the 14 days.
     alert("SkiffCertificateExpiringSoon",
           f'min by ({NV}, vhost) (\n'
           '  (skiff_tls_certificate_expiry_timestamp_seconds - time())\n'
-          '  < clamp_max((skiff_tls_certificate_expiry_timestamp_seconds - skiff_tls_certificate_not_before_timestamp_seconds) / 6, 14 * 86400)\n'
+          '  < (\n'
+          '    clamp_max((skiff_tls_certificate_expiry_timestamp_seconds - skiff_tls_certificate_not_before_timestamp_seconds) / 6, 14 * 86400)\n'
+          '    or skiff_tls_certificate_expiry_timestamp_seconds * 0 + 14 * 86400\n'
+          '  )\n'
           ')\n', "15m", "warning",
           f"The certificate of {{{{ $labels.vhost }}}} (VirtualServer {VS}) expires in {{{{ $value | humanizeDuration }}}}.",
           f"The certificate the edge pods of VirtualServer {VS} serve for {{{{ $labels.vhost }}}} has less than a sixth of its lifetime (at most 14 days) left, {{{{ $value | humanizeDuration }}}}, and has not been renewed; clients will refuse it once it expires."),

@@ -22,6 +22,12 @@ use std::collections::BTreeMap;
 
 /// Seconds the edge keeps listening after SIGTERM while its endpoint is removed.
 const SHUTDOWN_DELAY_SECONDS: i64 = 5;
+/// What in-flight responses get after listening stops (the server's default, said here so
+/// the pod's termination grace period is computed from it).
+const SHUTDOWN_GRACE_SECONDS: i64 = 30;
+/// After the grace period the server drops what is left and writes its logs (up to 2 s):
+/// the kubelet's kill waits for that too.
+const AFTER_GRACE_SECONDS: i64 = 5;
 /// The uid and gid of the edge pods (the image's nonroot user).
 const NONROOT: i64 = 65532;
 
@@ -188,6 +194,7 @@ pub fn deployment(vs: &VirtualServer) -> Deployment {
     }
     let config_path = format!("{}/{}", render::CONFIG_DIR, render::CONFIG_FILE);
     let shutdown_delay = format!("{SHUTDOWN_DELAY_SECONDS}s");
+    let shutdown_grace = format!("{SHUTDOWN_GRACE_SECONDS}s");
     let mut containers = vec![Container {
         name: "skiff".into(),
         image: Some(image.into()),
@@ -197,6 +204,8 @@ pub fn deployment(vs: &VirtualServer) -> Deployment {
             &config_path,
             "--shutdown-delay",
             &shutdown_delay,
+            "--shutdown-grace",
+            &shutdown_grace,
         ])),
         ports: Some(ports),
         readiness_probe: Some(http_probe("/readyz", 2, 1)),
@@ -235,7 +244,9 @@ pub fn deployment(vs: &VirtualServer) -> Deployment {
         ..Default::default()
     }));
     let pod = PodSpec {
-        termination_grace_period_seconds: Some(SHUTDOWN_DELAY_SECONDS + 30),
+        termination_grace_period_seconds: Some(
+            SHUTDOWN_DELAY_SECONDS + SHUTDOWN_GRACE_SECONDS + AFTER_GRACE_SECONDS,
+        ),
         automount_service_account_token: Some(false),
         enable_service_links: Some(false),
         security_context: Some(PodSecurityContext {

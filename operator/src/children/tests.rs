@@ -35,6 +35,20 @@ fn edge_deployment_is_locked_down_probed_and_rolls_without_unavailability() {
         "RuntimeDefault"
     );
     assert_eq!(skiff["readinessProbe"]["httpGet"]["path"], "/readyz");
+    // The kubelet's kill comes after the server's whole drain (delay, then grace, then the
+    // logs written), so the lines of responses cut at the grace period's end are kept.
+    let args: Vec<&str> = skiff["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    let seconds = |flag: &str| -> i64 {
+        let at = args.iter().position(|a| *a == flag).unwrap();
+        args[at + 1].trim_end_matches('s').parse().unwrap()
+    };
+    let drain = seconds("--shutdown-delay") + seconds("--shutdown-grace");
+    assert!(pod["terminationGracePeriodSeconds"].as_i64().unwrap() >= drain + 2);
     assert_eq!(skiff["readinessProbe"]["httpGet"]["port"], "admin");
     assert!(
         skiff["resources"]["requests"]["cpu"].is_string(),

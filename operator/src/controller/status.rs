@@ -194,29 +194,29 @@ impl Observed<'_> {
             .as_ref()
             .filter(|c| !c.ok)
             .map(|c| c.reason);
-        if !self.settled() && self.stalled() {
+        let unsettled = if self.stalled() && !self.rolling() {
             // The Deployment controller gave up waiting (progressDeadlineSeconds): a pod
             // that cannot start. Its status changes wake this anyway (`owns`).
-            Duration::from_secs(60)
-        } else if !self.settled() || self.live.reason == Reason::Reloading {
-            Duration::from_secs(5)
-        } else if !self.unavailable_pools().is_empty() {
-            // The pools' Deployments are owned: their changes wake this sooner.
-            Duration::from_secs(30)
-        } else if matches!(certificate, Some(Reason::Pending | Reason::SecretNotFound)) {
-            Duration::from_secs(10)
-        } else if self.live.reason == Reason::PodsUnreachable
-            || certificate == Some(Reason::NotServed)
-        {
-            Duration::from_secs(30)
-        } else if matches!(
-            certificate,
-            Some(Reason::Http01Unsupported | Reason::SecretInUse | Reason::CertificateInUse)
-        ) {
-            Duration::from_secs(60)
+            60
         } else {
-            Duration::from_secs(300)
-        }
+            5
+        };
+        // Each thing still to settle says how soon to look; the soonest wins.
+        let soon = [
+            (!self.settled()).then_some(unsettled),
+            (self.live.reason == Reason::Reloading).then_some(5),
+            matches!(certificate, Some(Reason::Pending | Reason::SecretNotFound)).then_some(10),
+            // The pools' Deployments are owned: their changes wake this sooner.
+            (!self.unavailable_pools().is_empty()).then_some(30),
+            (self.live.reason == Reason::PodsUnreachable).then_some(30),
+            (certificate == Some(Reason::NotServed)).then_some(30),
+            matches!(
+                certificate,
+                Some(Reason::Http01Unsupported | Reason::SecretInUse | Reason::CertificateInUse)
+            )
+            .then_some(60),
+        ];
+        Duration::from_secs(soon.into_iter().flatten().min().unwrap_or(300))
     }
 }
 

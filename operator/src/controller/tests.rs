@@ -1618,6 +1618,12 @@ fn pods_waiting_for_a_tls_secret_are_named_in_ready() {
     }))
     .unwrap();
     o.deployment = &stalled;
+    assert_eq!(
+        o.requeue_after(),
+        Duration::from_secs(10),
+        "the pending certificate is still looked at soon"
+    );
+    o.certificate = None;
     assert_eq!(o.requeue_after(), Duration::from_secs(60));
 }
 

@@ -145,6 +145,19 @@ pub(super) async fn serve(
         local_port: client.local_port,
         message,
     };
+    // Recorded once, however the exchange ends: written whole or in part, or dropped with
+    // the connection (the grace period's end) before or while its answer is written.
+    let mut record = Unrecorded {
+        client: &client,
+        logged: &logged,
+        method: &method,
+        minor,
+        vhost,
+        pool: route.backend.pool.name,
+        started,
+        head: None,
+        sent: 0,
+    };
     let resp = tokio::select! {
         resp = upstream::serve(request, &link.shared.metrics) => Some(resp),
         () = link.stream.client_gone() => None,
@@ -152,65 +165,60 @@ pub(super) async fn serve(
     let head_ready = Instant::now();
     let Some(resp) = resp else {
         // The client left first: the backend may have run the request all the same, so
-        // it is recorded, as nginx's 499 (client closed request).
-        record_abandoned(
-            &client, &logged, &method, minor, vhost, &route, started, head_ready,
-        );
+        // it is recorded (on drop), as nginx's 499 (client closed request).
         return (Ok(false), head_ready);
     };
-    let status = resp.status.as_u16();
-    let mut sent = 0u64;
+    record.head = Some((resp.status.as_u16(), head_ready));
     let shape = Shape {
         head_only: method == Method::HEAD,
         close,
         minor,
     };
-    let result = link.write_response(resp, shape, &mut sent).await;
-    let ended = Instant::now();
-    Exchange {
-        remote: client.peer.ip(),
-        request: logged.fields(client.buf, &method, Protocol::of_minor(minor)),
-        outcome: Outcome {
-            vhost,
-            status,
-            body_bytes: sent,
-            cache_hit: None,
-            pool: Some(route.backend.pool.name),
-        },
-        started,
-        head_ready,
-        ended,
-    }
-    .record();
-    (result, ended)
+    let result = link.write_response(resp, shape, &mut record.sent).await;
+    drop(record);
+    (result, Instant::now())
 }
 
-#[allow(clippy::too_many_arguments)]
-fn record_abandoned(
-    client: &Client<'_>,
-    logged: &Logged,
-    method: &Method,
+/// A pool exchange not recorded yet: recorded when dropped, as 499 before the backend's
+/// answer (the client left, or the connection was dropped), else with the answer's status
+/// and the body bytes that went out.
+struct Unrecorded<'a> {
+    client: &'a Client<'a>,
+    logged: &'a Logged,
+    method: &'a Method,
     minor: u8,
     vhost: &'static str,
-    route: &BackendRoute,
+    pool: &'static str,
     started: Instant,
-    at: Instant,
-) {
-    Exchange {
-        remote: client.peer.ip(),
-        request: logged.fields(client.buf, method, Protocol::of_minor(minor)),
-        outcome: Outcome {
-            vhost,
-            status: CLIENT_CLOSED_REQUEST,
-            body_bytes: 0,
-            cache_hit: None,
-            pool: Some(route.backend.pool.name),
-        },
-        started,
-        head_ready: at,
-        ended: at,
+    /// The answer's status, and when its head was ready.
+    head: Option<(u16, Instant)>,
+    sent: u64,
+}
+
+impl Drop for Unrecorded<'_> {
+    fn drop(&mut self) {
+        let ended = Instant::now();
+        let (status, head_ready) = self.head.unwrap_or((CLIENT_CLOSED_REQUEST, ended));
+        Exchange {
+            remote: self.client.peer.ip(),
+            request: self.logged.fields(
+                self.client.buf,
+                self.method,
+                Protocol::of_minor(self.minor),
+            ),
+            outcome: Outcome {
+                vhost: self.vhost,
+                status,
+                body_bytes: self.sent,
+                cache_hit: None,
+                pool: Some(self.pool),
+            },
+            started: self.started,
+            head_ready,
+            ended,
+        }
+        .record();
     }
-    .record();
 }
 
 impl Link<'_> {
