@@ -373,6 +373,8 @@ fn traversal_attempts_never_escape_the_root() {
         ("/.htpasswd", 404),
         ("/docs/../.htpasswd", 404),
         ("/link.txt", 403),
+        // A Servlet container would read it as "/../a.txt".
+        ("/docs/..;/a.txt", 400),
     ] {
         let resp = raw_exchange(
             srv.addr,

@@ -26,6 +26,8 @@ pub enum PathError {
     AboveRoot,
     #[error("path names a hidden (dot) file")]
     Hidden,
+    #[error("dot segment with parameters ('..;' or '.;') in path")]
+    DotSegmentParameters,
 }
 
 impl PathError {
@@ -120,6 +122,12 @@ pub fn clean_request_path(raw: &str, policy: PathPolicy) -> Result<CleanPath<'_>
     // Dot-segment removal happens after decoding, so "%2e%2e" is treated as "..".
     let mut segments: Vec<&str> = Vec::new();
     for seg in decoded.split('/') {
+        // Tomcat and other Servlet containers drop a segment's ";parameters" before
+        // resolving dots: "/public/..;/admin" would reach a backend as "/admin" while a
+        // rule for "/admin" never matched it here.
+        if seg.starts_with(".;") || seg.starts_with("..;") {
+            return Err(PathError::DotSegmentParameters);
+        }
         match seg {
             "" | "." => {}
             ".." => {
@@ -291,6 +299,34 @@ mod tests {
         assert_eq!(clean("/a/b/..").unwrap(), "/a/");
         assert_eq!(clean("//a///b/").unwrap(), "/a/b/");
         assert_eq!(clean("/%20x").unwrap(), "/ x");
+    }
+
+    #[test]
+    fn dot_segments_with_parameters_are_rejected_as_a_servlet_container_reads_them() {
+        assert_eq!(
+            clean("/public/..;/admin"),
+            Err(PathError::DotSegmentParameters)
+        );
+        assert_eq!(
+            clean("/public/..;jsessionid=1/admin"),
+            Err(PathError::DotSegmentParameters)
+        );
+        assert_eq!(clean("/a/.;x/b"), Err(PathError::DotSegmentParameters));
+        // Encoded, it is the same segment once decoded.
+        assert_eq!(
+            clean("/public/%2e%2e%3b/admin"),
+            Err(PathError::DotSegmentParameters)
+        );
+        // Parameters elsewhere, and names that only start with dots, are paths like any.
+        assert_eq!(
+            clean("/shop;jsessionid=1/cart").unwrap(),
+            "/shop;jsessionid=1/cart"
+        );
+        assert_eq!(
+            clean("/a/...;x"),
+            Err(PathError::Hidden),
+            "a dot file's name"
+        );
     }
 
     #[test]
