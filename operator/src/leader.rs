@@ -152,10 +152,12 @@ impl Elector {
     /// the attempt itself, so neither a late answer nor a hanging request keeps a leader
     /// acting past it.
     async fn keep_renewing(&self, mut renewed: Instant) -> Lost {
-        let mut wait = self.renew;
+        // Timed from the renewal's start, as its deadline is: an answer that came late
+        // leaves the next attempt its whole margin.
+        let mut next = renewed + self.renew;
         loop {
             let deadline = renewed + self.renew_deadline;
-            tokio::time::sleep_until((Instant::now() + wait).min(deadline)).await;
+            tokio::time::sleep_until(next.min(deadline)).await;
             let attempt = Instant::now();
             if attempt >= deadline {
                 return Lost::NotRenewed;
@@ -163,12 +165,12 @@ impl Elector {
             match tokio::time::timeout_at(deadline, self.try_hold()).await {
                 Ok(Ok(true)) => {
                     renewed = attempt;
-                    wait = self.renew;
+                    next = attempt + self.renew;
                 }
                 Ok(Ok(false)) => return Lost::TakenOver,
                 Ok(Err(e)) => {
                     tracing::warn!(error = %e, "cannot renew the leader lease");
-                    wait = RETRY;
+                    next = Instant::now() + RETRY;
                 }
                 Err(_) => tracing::warn!("renewing the leader lease did not finish in time"),
             }
@@ -306,6 +308,30 @@ mod tests {
             started.elapsed(),
             elector.renew + elector.renew_deadline,
             "10 s after the renewal was sent, not after its answer"
+        );
+        apiserver.abort();
+    }
+
+    /// Taking the lease took 6 s (its answer came late): the first renewal goes out at
+    /// once, inside the deadline that runs from the take's start, instead of the leader
+    /// giving up at that deadline without trying.
+    #[tokio::test(start_paused = true)]
+    async fn a_take_answered_late_is_renewed_at_once() {
+        let (elector, mut handle) = elector();
+        let taken = Instant::now();
+        tokio::time::advance(Duration::from_secs(6)).await;
+        let apiserver = tokio::spawn(async move {
+            answer(&mut handle, Duration::ZERO).await;
+            answer(&mut handle, Duration::ZERO).await;
+            let _unanswered = handle.next_request().await;
+            std::future::pending::<()>().await
+        });
+        let lost = tokio::time::timeout(Duration::from_secs(60), elector.keep_renewing(taken));
+        assert_eq!(lost.await, Ok(Lost::NotRenewed));
+        assert_eq!(
+            taken.elapsed(),
+            Duration::from_secs(16),
+            "renewed at 6 s, then 10 s"
         );
         apiserver.abort();
     }
