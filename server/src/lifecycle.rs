@@ -77,7 +77,7 @@ pub fn serve(
             .map_err(ConfigError::Invalid)?
     };
     let metrics = Metrics::new();
-    metrics.config_loaded(&hash);
+    metrics.config_loaded(&hash, app.htpasswd_entries_left_out());
     let tls = match &settings.tls {
         Some(t) => Some(
             crate::tls::Tls::new(

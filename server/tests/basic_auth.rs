@@ -324,6 +324,15 @@ fn a_rewritten_htpasswd_applies_without_a_signal() {
         0.0,
         "a bad line refused the whole reload"
     );
+    // Seen without the log: carol's line is counted as left out, until it is fixed.
+    let left_out = "skiff_basic_auth_entries_left_out";
+    assert_eq!(srv.metric(left_out), Some(1.0));
+    std::fs::write(dir.path().join("htpasswd"), alice()).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while srv.metric(left_out) != Some(0.0) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(srv.metric(left_out), Some(0.0));
 }
 
 #[test]

@@ -160,6 +160,24 @@ tests.append({
     ],
 })
 
+# 4b. An htpasswd line left out, for more than 5 minutes; fixed, the alert ends.
+name = "SkiffBasicAuthEntriesLeftOut"
+tests.append({
+    "interval": "1m",
+    "input_series": [
+        s('skiff_basic_auth_entries_left_out{namespace="web",virtualserver="shop",pod="shop-0"}', "0x5 1x20 0x10"),
+        s('skiff_basic_auth_entries_left_out{namespace="web",virtualserver="shop",pod="shop-1"}', "0x40"),
+    ],
+    "alert_rule_test": [
+        {"eval_time": "8m", "alertname": name, "exp_alerts": []},
+        {"eval_time": "15m", "alertname": name, "exp_alerts": [simple(name, "warning",
+            "Pod shop-0 of VirtualServer web/shop left 1 htpasswd entries out.",
+            "Pod shop-0 of VirtualServer web/shop serves a configuration whose htpasswd files have 1 lines it refused (not bcrypt, malformed, cost above 14): those users cannot sign in.",
+            namespace="web", virtualserver="shop", pod="shop-0")]},
+        {"eval_time": "30m", "alertname": name, "exp_alerts": []},
+    ],
+})
+
 # 5. Pods serving different configurations for more than 10 minutes.
 name = "SkiffConfigHashDiverged"
 def info(vs, pod, h, values):

@@ -39,6 +39,9 @@ pub struct BasicAuth {
     /// The key of the digests in `verified` (random per rule and generation).
     digest_key: std::hash::RandomState,
     verified: Arc<Verified>,
+    /// Lines of its file that were left out (refused on a reload or from an optional
+    /// file), for `skiff_basic_auth_entries_left_out`.
+    pub left_out: usize,
 }
 
 /// What basic auth makes of a request without running bcrypt.
@@ -107,7 +110,9 @@ impl BasicAuth {
         realm: &str,
     ) -> Result<(BasicAuth, Vec<String>), String> {
         let (users, max_cost, refused) = parse(text);
-        Ok((BasicAuth::with_users(users, max_cost, realm)?, refused))
+        let mut auth = BasicAuth::with_users(users, max_cost, realm)?;
+        auth.left_out = refused.len();
+        Ok((auth, refused))
     }
 
     /// Whether no user can pass (an empty file, or an optional one not there yet).
@@ -135,6 +140,7 @@ impl BasicAuth {
             dummy_hash: dummy_hash(max_cost).into(),
             digest_key: std::hash::RandomState::new(),
             verified: Arc::new(Verified::new(VERIFIED_CAPACITY)),
+            left_out: 0,
         })
     }
 

@@ -34,3 +34,18 @@ pub(super) fn users_for<'a>(
         &rule.auth_origin.as_ref()?.source,
     ))
 }
+
+/// htpasswd lines left out (refused entries) of the files the rules read, each file
+/// counted once however many rules read it.
+pub(super) fn left_out<'a>(rules: impl Iterator<Item = &'a Rule>) -> usize {
+    let per_file: std::collections::HashMap<&Path, usize> = rules
+        .filter_map(|r| {
+            Some((
+                r.auth_origin.as_ref()?.source.as_path(),
+                r.basic_auth.as_ref()?,
+            ))
+        })
+        .map(|(file, auth)| (file, auth.left_out))
+        .collect();
+    per_file.values().sum()
+}

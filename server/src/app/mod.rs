@@ -44,6 +44,11 @@ pub struct App {
 }
 
 impl App {
+    /// htpasswd lines this generation left out, for `skiff_basic_auth_entries_left_out`.
+    pub fn htpasswd_entries_left_out(&self) -> usize {
+        htpasswd_sources::left_out(self.vhosts.iter().flat_map(|v| &v.rules))
+    }
+
     /// The users of this generation's rule with basic auth and this match in virtual
     /// server `vhost`, and the file they came from.
     fn basic_auth_of(

@@ -37,6 +37,7 @@ pub struct Metrics {
     pub config_last_success: Gauge<f64, std::sync::atomic::AtomicU64>,
     /// 1 for the hash of the configuration being served (one series at a time).
     pub config_info: Family<HashLabels, Gauge>,
+    pub basic_auth_left_out: Gauge,
     /// The same hash as text, for the admin `/config-hash` (read by the operator).
     pub config_hash: arc_swap::ArcSwap<String>,
     /// The certificates served, per virtual server, as JSON for the admin
@@ -149,6 +150,12 @@ impl Metrics {
             "config_last_reload_success_timestamp_seconds",
             "When a configuration was last loaded successfully (Unix seconds)",
             config_last_success.clone(),
+        );
+        let basic_auth_left_out = Gauge::default();
+        registry.register(
+            "basic_auth_entries_left_out",
+            "htpasswd lines the configuration being served left out (not bcrypt, malformed, cost above 14): those users cannot sign in",
+            basic_auth_left_out.clone(),
         );
         let config_info = Family::<HashLabels, Gauge>::default();
         registry.register(
@@ -264,6 +271,7 @@ impl Metrics {
             config_reloads,
             config_last_success,
             config_info,
+            basic_auth_left_out,
             config_hash: Default::default(),
             served_certificates: arc_swap::ArcSwap::from_pointee("[]\n".to_owned()),
             upstream_requests,
@@ -283,8 +291,9 @@ impl Metrics {
         })
     }
 
-    /// Records a configuration now being served.
-    pub fn config_loaded(&self, hash: &str) {
+    /// Records a configuration now being served, and how many htpasswd lines it left out.
+    pub fn config_loaded(&self, hash: &str, htpasswd_left_out: usize) {
+        self.basic_auth_left_out.set(htpasswd_left_out as i64);
         self.config_hash.store(Arc::new(hash.to_owned()));
         self.config_info.clear();
         self.config_info

@@ -97,11 +97,12 @@ pub fn reload_once(
             }) {
                 Ok((app, certs)) => {
                     log_warnings(&cfg);
+                    let left_out = app.htpasswd_entries_left_out();
                     shared.app.store(Arc::new(app));
                     if let (Some(tls), Some(certs)) = (&shared.tls, certs) {
                         tls.commit(certs);
                     }
-                    shared.metrics.config_loaded(&hash);
+                    shared.metrics.config_loaded(&hash, left_out);
                     Outcome::Applied(hash)
                 }
                 Err(message) => Outcome::Failed(ConfigError::InvalidFile {
