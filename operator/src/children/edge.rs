@@ -2,7 +2,7 @@
 //! in front of them, their HPA and PodDisruptionBudget, and the metrics Service.
 
 use super::{labels, metadata, metadata_labelled, selector_labels, DEFAULT_IMAGE};
-use crate::crd::{Placement, Pool, VirtualServer};
+use crate::crd::{Placement, Pool, PoolProtocol, VirtualServer};
 use crate::render::{self, Rendered};
 use k8s_openapi::api::apps::v1::{
     Deployment, DeploymentSpec, DeploymentStrategy, RollingUpdateDeployment,
@@ -66,6 +66,20 @@ pub fn deployment(vs: &VirtualServer) -> Deployment {
         mount("config", render::CONFIG_DIR, true),
         mount("site", render::SITE_ROOT, true),
     ];
+    // A CGI pool's uploads are buffered in unnamed files under /tmp before a worker is
+    // taken (the root file system is read-only). The server caps what they hold at 1 GiB,
+    // under this limit, past which the kubelet would evict the pod.
+    if spec.pools.iter().any(|p| p.protocol != PoolProtocol::Http) {
+        volumes.push(Volume {
+            name: "tmp".into(),
+            empty_dir: Some(EmptyDirVolumeSource {
+                size_limit: Some(Quantity("2Gi".into())),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        mounts.push(mount("tmp", "/tmp", false));
+    }
     let mut init_containers = vec![];
     let content = &spec.content;
     match (

@@ -531,6 +531,37 @@ fn the_service_monitor_scrapes_the_metrics_service() {
     );
 }
 
+/// A CGI pool's uploads are buffered in files under /tmp before a worker is taken: the
+/// edge gets a writable, size-limited /tmp (its root is read-only). An HTTP pool streams
+/// uploads and gets none.
+#[test]
+fn a_cgi_pool_gives_the_edge_a_writable_tmp_for_uploads() {
+    let with_pool = |protocol: &str| {
+        let v = vs(json!({
+            "hosts": ["shop.example"], "content": { "configMap": "site" },
+            "pools": [{ "name": "app", "protocol": protocol, "endpoints": ["app:9000"] }]
+        }));
+        pod_spec(&deployment(&v))
+    };
+    let pod = with_pool("fastcgi");
+    let tmp = pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "tmp");
+    assert_eq!(tmp.unwrap()["emptyDir"]["sizeLimit"], "2Gi");
+    let mounts = pod["containers"][0]["volumeMounts"].as_array().unwrap();
+    let mount = mounts.iter().find(|m| m["name"] == "tmp").unwrap();
+    assert_eq!(mount["mountPath"], "/tmp");
+    assert_ne!(mount["readOnly"], true);
+    let pod = with_pool("http");
+    assert!(!pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|v| v["name"] == "tmp"));
+}
+
 #[test]
 fn image_content_is_copied_by_init_containers_and_sidecars_share_a_socket_dir() {
     let v = vs(json!({

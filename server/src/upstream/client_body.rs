@@ -3,10 +3,12 @@
 //! as they stream (chunked bodies too), and gathered up to a bound before a pool slot is
 //! taken, so a slow client holds no backend worker while its body trickles in.
 
+use super::body_spill::Spill;
 use bytes::{Bytes, BytesMut};
 use http::HeaderMap;
 use http_body::{Body, Frame, SizeHint};
 use std::future::{poll_fn, Future};
+use std::path::Path;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
@@ -59,6 +61,8 @@ pub struct ClientStream {
     early_trailers: Option<HeaderMap>,
     /// `None` once the stream has ended.
     incoming: Option<Incoming>,
+    /// The rest of the body, buffered in a file before admission (`spill_rest`).
+    spilled: Option<Spill>,
     deadline: BodyDeadline,
     /// The current rate window: when it began, and the bytes received by then.
     window_start: Instant,
@@ -84,6 +88,7 @@ impl ClientBody {
             early: Bytes::new(),
             early_trailers: None,
             incoming: Some(incoming),
+            spilled: None,
             deadline,
             window_start: now,
             window_bytes: 0,
@@ -128,16 +133,50 @@ impl ClientBody {
         Ok(complete)
     }
 
+    /// After `gather`, reads the rest of a body of `declared` bytes into an unnamed file in
+    /// `dir`, so that a backend worker is taken only once all of it is here. `Ok(false)`:
+    /// no file (the cap on buffered bodies, or no writable `dir`), the rest streams.
+    pub async fn spill_rest(&mut self, dir: &Path, declared: u64) -> Result<bool, ClientBodyError> {
+        let ClientBody::Stream(s) = self else {
+            return Ok(true);
+        };
+        if s.incoming.is_none() {
+            return Ok(true);
+        }
+        let Some(mut spill) = Spill::create(dir, declared) else {
+            return Ok(false);
+        };
+        loop {
+            match poll_fn(|cx| s.poll_incoming(cx)).await {
+                Some(Ok(frame)) => match frame.into_data() {
+                    Ok(data) => spill
+                        .write(&data)
+                        .map_err(|e| ClientBodyError::Io(format!("buffering the body: {e}")))?,
+                    Err(frame) => s.early_trailers = frame.into_trailers().ok(),
+                },
+                Some(Err(e)) => return Err(e),
+                None => break,
+            }
+        }
+        s.spilled = Some(spill);
+        Ok(true)
+    }
+
     /// The whole body's length, when it has been gathered to its end.
     pub fn collected_len(&self) -> Option<u64> {
         match self {
             ClientBody::Empty => Some(0),
-            ClientBody::Stream(s) => s.incoming.is_none().then_some(s.early.len() as u64),
+            ClientBody::Stream(s) => s.incoming.is_none().then(|| s.held()),
         }
     }
 }
 
 impl ClientStream {
+    /// Bytes gathered or buffered and not handed on yet.
+    fn held(&self) -> u64 {
+        self.early.len() as u64 + self.spilled.as_ref().map_or(0, Spill::remaining)
+    }
+
     /// The next frame from hyper, under the deadline and the limit.
     fn poll_incoming(
         &mut self,
@@ -228,6 +267,12 @@ impl Body for ClientBody {
         if !s.early.is_empty() {
             return Poll::Ready(Some(Ok(Frame::data(std::mem::take(&mut s.early)))));
         }
+        if let Some(spill) = s.spilled.as_mut().filter(|f| f.remaining() > 0) {
+            // Just written, so from the page cache: a copy, not a wait on a disk.
+            return Poll::Ready(Some(spill.read_next().map(Frame::data).map_err(|e| {
+                ClientBodyError::Io(format!("reading the buffered body back: {e}"))
+            })));
+        }
         if s.incoming.is_none() {
             return Poll::Ready(s.early_trailers.take().map(|t| Ok(Frame::trailers(t))));
         }
@@ -238,7 +283,7 @@ impl Body for ClientBody {
         match self {
             ClientBody::Empty => true,
             ClientBody::Stream(s) => {
-                s.early.is_empty()
+                s.held() == 0
                     && s.early_trailers.is_none()
                     && s.incoming.as_ref().is_none_or(|i| i.is_end_stream())
             }
@@ -249,7 +294,7 @@ impl Body for ClientBody {
         match self {
             ClientBody::Empty => SizeHint::with_exact(0),
             ClientBody::Stream(s) => {
-                let early = s.early.len() as u64;
+                let early = s.held();
                 match &s.incoming {
                     None => SizeHint::with_exact(early),
                     Some(i) => {
@@ -277,6 +322,7 @@ mod tests {
             early: Bytes::new(),
             early_trailers: None,
             incoming: None,
+            spilled: None,
             deadline: BodyDeadline {
                 idle: Duration::from_secs(idle),
                 min_rate,
@@ -298,6 +344,55 @@ mod tests {
     fn arrive(s: &mut ClientStream, at: u64, bytes: u64) {
         s.received += bytes;
         s.last_progress = s.window_start.min(s.last_progress) + secs(at);
+    }
+
+    /// A body arriving in `frames`, as a connection's stream would.
+    struct Frames(std::collections::VecDeque<Bytes>);
+
+    impl Body for Frames {
+        type Data = Bytes;
+        type Error = ClientBodyError;
+        fn poll_frame(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, ClientBodyError>>> {
+            Poll::Ready(self.0.pop_front().map(|b| Ok(Frame::data(b))))
+        }
+    }
+
+    fn upload(len: usize) -> (Vec<u8>, ClientBody) {
+        let data: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+        let frames = data.chunks(10_000).map(Bytes::copy_from_slice).collect();
+        let deadline = BodyDeadline {
+            idle: secs(10),
+            min_rate: 0,
+        };
+        (data, ClientBody::stream(Frames(frames), deadline))
+    }
+
+    #[tokio::test]
+    async fn the_rest_of_a_body_is_buffered_in_a_file_and_handed_on_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let (data, mut body) = upload(300_000);
+        assert!(!body.gather(64 * 1024).await.unwrap());
+        assert_eq!(body.collected_len(), None, "still arriving");
+        assert!(body.spill_rest(dir.path(), 300_000).await.unwrap());
+        assert_eq!(
+            body.collected_len(),
+            Some(300_000),
+            "all here: its length is known"
+        );
+        let back = http_body_util::BodyExt::collect(body)
+            .await
+            .unwrap()
+            .to_bytes();
+        assert_eq!(back, data);
+        // Past the pool's limit, the body is refused as it arrives.
+        let (_, mut body) = upload(300_000);
+        body.limit(100_000);
+        assert!(!body.gather(64 * 1024).await.unwrap());
+        let refused = body.spill_rest(dir.path(), 300_000).await;
+        assert!(matches!(refused, Err(ClientBodyError::TooLarge(100_000))));
     }
 
     #[tokio::test]

@@ -1,12 +1,13 @@
 //! Backend pools: FastCGI, uwsgi, SCGI and HTTP. By stage: `route` says where a rule
 //! sends requests and `request` is a request bound there; `serve` gathers its body
-//! (`client_body`, under a deadline), admits it and
+//! (`client_body`, under a deadline; a CGI upload whole, in a file: `body_spill`), admits it and
 //! dispatches to the CGI exchanges (`cgi`) or the HTTP proxy (`proxy`, with `upgrade`);
 //! `failover` orders the endpoints to try; `pool` is the endpoint policy (no I/O),
 //! `connection` and `dns` do the I/O; `gather`, `body` and `response` shape what comes
 //! back. The wire codecs live in the `skiff-codec` crate.
 
 mod body;
+mod body_spill;
 mod cgi;
 mod client_body;
 mod connection;

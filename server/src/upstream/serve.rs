@@ -49,7 +49,15 @@ pub async fn serve(req: BackendRequest<'_>, metrics: &Arc<Metrics>) -> UpstreamR
                     .saturating_add(1),
                 _ => GATHER_BEFORE_ADMISSION,
             };
-            if let Err(e) = body.gather(bound).await {
+            let mut gathered = body.gather(bound).await;
+            // A CGI worker (php-fpm, uWSGI) serves one request at a time: a large upload is
+            // buffered whole in a file first, so a slow one holds no worker.
+            if let (Ok(false), Forwarding::Cgi { .. }, Some(length)) =
+                (&gathered, &route.backend.forwarding, declared)
+            {
+                gathered = body.spill_rest(&std::env::temp_dir(), length).await;
+            }
+            if let Err(e) = gathered {
                 let failure = Failure::Client(e);
                 tracing::debug!(pool = pool.name, error = %failure, "client body refused");
                 metrics.upstream_failure(pool.name, failure.reason());

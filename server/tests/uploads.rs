@@ -1,0 +1,68 @@
+//! Uploads to a CGI pool are buffered whole, in an unnamed file, before a worker is taken
+//! (as nginx buffers request bodies for FastCGI): a slow upload holds no php-fpm worker,
+//! and the backend still gets every byte in order, against a real php-fpm.
+
+mod common;
+use common::backends::*;
+use common::*;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn sha256_hex(data: &[u8]) -> String {
+    let mut child = Command::new("sha256sum")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(data).unwrap();
+    let out = child.wait_with_output().unwrap();
+    String::from_utf8(out.stdout).unwrap()[..64].to_owned()
+}
+
+#[test]
+fn a_slow_upload_holds_no_php_worker_and_arrives_whole() {
+    let site = php_site();
+    let port = free_port();
+    // One worker: an upload that held it would keep every other PHP request waiting.
+    let _fpm = php_fpm_with(site.path(), &format!("127.0.0.1:{port}"), 1);
+    let config = write_config(
+        site.path(),
+        &php_config(site.path(), &format!("127.0.0.1:{port}")),
+    );
+    let srv = Server::run_config(&config);
+    let body: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    let mut upload = TcpStream::connect(srv.addr).unwrap();
+    upload
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    write!(
+        upload,
+        "POST /upload.php HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )
+    .unwrap();
+    upload.write_all(&body[..100_000]).unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+
+    // The upload is a third in and paused: the worker answers another request meanwhile.
+    let started = Instant::now();
+    let (status, _, page) = curl_i(&["-m", "4", &srv.url("/echo.php")]);
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&page));
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "the paused upload held the worker for {:?}",
+        started.elapsed()
+    );
+
+    upload.write_all(&body[100_000..]).unwrap();
+    let mut response = Vec::new();
+    upload.read_to_end(&mut response).unwrap();
+    let (status, _, page) = parse_response(&response);
+    assert_eq!(status, 200);
+    assert_eq!(
+        String::from_utf8(page).unwrap(),
+        format!("{} {}", body.len(), sha256_hex(&body))
+    );
+}
