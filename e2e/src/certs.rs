@@ -1,4 +1,5 @@
-//! Certificates made with openssl for the tests that serve a user's own TLS Secret.
+//! Certificates made with openssl (rcgen for one issued in the past) for the tests that
+//! serve a user's own TLS Secret.
 
 use k8s_openapi::api::core::v1::Secret;
 use serde_json::Value;
@@ -75,4 +76,48 @@ pub fn tls_secret(name: &str, crt: &[u8], key: &[u8]) -> Value {
         ..Default::default()
     };
     serde_json::to_value(secret).unwrap()
+}
+
+/// A self-signed certificate for `host` issued 30 days ago and expiring in 2, and its key
+/// (PEM): in the last sixth of its lifetime, where the expiry alert fires.
+pub fn nearly_expired(host: &str) -> (Vec<u8>, Vec<u8>) {
+    use std::time::{Duration, SystemTime, UNIX_EPOCH};
+    let mut params = rcgen::CertificateParams::new(vec![host.to_string()]).unwrap();
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, host);
+    let epoch = rcgen::date_time_ymd(1970, 1, 1);
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+    let day = Duration::from_secs(86_400);
+    params.not_before = epoch + (now - 30 * day);
+    params.not_after = epoch + (now + 2 * day);
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = params.self_signed(&key).unwrap();
+    (cert.pem().into_bytes(), key.serialize_pem().into_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_nearly_expired_certificate_began_a_month_ago_and_ends_in_two_days() {
+        let (crt, key) = nearly_expired("site.example");
+        let dates = openssl(&["x509", "-noout", "-checkend", "172000", "-dates"], &crt);
+        assert!(dates.contains("notBefore="), "{dates}");
+        // Still valid in 47 hours, not in 49.
+        openssl(&["x509", "-noout", "-checkend", "169200"], &crt);
+        let later = Command::new("openssl")
+            .args(["x509", "-noout", "-checkend", "176400"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .and_then(|mut c| {
+                c.stdin.take().unwrap().write_all(&crt)?;
+                c.wait()
+            })
+            .unwrap();
+        assert!(!later.success(), "valid in 49 hours");
+        assert!(String::from_utf8(key).unwrap().contains("PRIVATE KEY"));
+    }
 }

@@ -18,7 +18,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::ListParams;
 
 use serde_json::{json, Value};
-use skiff_e2e::certs::{self_signed, tls_secret};
+use skiff_e2e::certs::{nearly_expired, tls_secret};
 use skiff_e2e::prometheus::{chart_rules, scrape_configs, service_monitors, Prometheus};
 use skiff_e2e::queries::{all_dashboard_queries, metric_names, rule_queries, Query};
 use skiff_e2e::{
@@ -65,7 +65,7 @@ fn expected_alerts(ns: &str) -> Vec<(String, BTreeMap<&'static str, String>)> {
             labels(&[("burn_rate", burn)]),
         ));
     }
-    // The site's certificate is valid for two days: under the alert's 14.
+    // The site's certificate has 2 of its 32 days left: under the alert's sixth.
     out.push((
         "SkiffCertificateExpiringSoon".to_string(),
         [
@@ -203,12 +203,8 @@ async fn every_dashboard_query_and_rule_has_data_and_alerts_fire() {
             "action": { "fastcgi": { "pool": pool, "documentRoot": "/var/www/html" } } }])
     };
     // The site serves HTTPS from a Secret of its own, so the certificate expiry metric
-    // and its alert have data (the certificate is valid for two days: the alert fires).
-    let certs = tempfile::Builder::new()
-        .prefix(&format!("skiff-e2e-{}-", ns.name))
-        .tempdir()
-        .unwrap();
-    let (crt, key) = self_signed(certs.path(), "site", "site.example");
+    // and its alert have data (2 of the certificate's 32 days are left: the alert fires).
+    let (crt, key) = nearly_expired("site.example");
     ns.apply::<Secret>(tls_secret("site-cert", &crt, &key))
         .await;
     let site_spec = json!({

@@ -66,3 +66,34 @@ fn a_slow_upload_holds_no_php_worker_and_arrives_whole() {
         format!("{} {}", body.len(), sha256_hex(&body))
     );
 }
+
+/// A chunked upload (no Content-Length) is buffered the same way, and the backend gets
+/// its length (CGI needs CONTENT_LENGTH up front).
+#[test]
+fn a_chunked_upload_is_buffered_and_gets_its_length() {
+    let site = php_site();
+    let port = free_port();
+    let _fpm = php_fpm(site.path(), &format!("127.0.0.1:{port}"));
+    let config = write_config(
+        site.path(),
+        &php_config(site.path(), &format!("127.0.0.1:{port}")),
+    );
+    let srv = Server::run_config(&config);
+    let body: Vec<u8> = (0..250_000u32).map(|i| (i % 241) as u8).collect();
+    let file = site.path().join("upload.bin");
+    std::fs::write(&file, &body).unwrap();
+    let upload = format!("@{}", file.display());
+    let out = curl(&[
+        "-H",
+        "Transfer-Encoding: chunked",
+        "-H",
+        "Content-Type: application/octet-stream",
+        "--data-binary",
+        &upload,
+        &srv.url("/upload.php"),
+    ]);
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        format!("{} {}", body.len(), sha256_hex(&body))
+    );
+}

@@ -358,6 +358,7 @@ pub const UPSTREAM_FAILURE_REASONS: &[&str] = &[
     "client_timeout",
     "body_too_large",
     "client_body",
+    "body_buffer",
     "queue_full",
 ];
 

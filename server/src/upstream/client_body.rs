@@ -36,6 +36,9 @@ pub enum ClientBodyError {
     TooLarge(u64),
     #[error("reading the client's body: {0}")]
     Io(String),
+    /// Writing the body to its file, or reading it back, failed (a full disk).
+    #[error("buffering the client's body: {0}")]
+    Buffer(String),
 }
 
 impl From<hyper::Error> for ClientBodyError {
@@ -106,13 +109,13 @@ impl ClientBody {
         }
     }
 
-    /// Reads the body until it ends or `bound` bytes are held; returns whether it is
-    /// complete (then `collected_len` is its length).
+    /// Reads the body until it ends or `bound` bytes are held (those gathered before
+    /// included); returns whether it is complete (then `collected_len` is its length).
     pub async fn gather(&mut self, bound: usize) -> Result<bool, ClientBodyError> {
         let ClientBody::Stream(s) = self else {
             return Ok(true);
         };
-        let mut held = BytesMut::new();
+        let mut held = BytesMut::from(&s.early[..]);
         let complete = loop {
             if held.len() >= bound {
                 break false;
@@ -151,7 +154,7 @@ impl ClientBody {
                 Some(Ok(frame)) => match frame.into_data() {
                     Ok(data) => spill
                         .write(&data)
-                        .map_err(|e| ClientBodyError::Io(format!("buffering the body: {e}")))?,
+                        .map_err(|e| ClientBodyError::Buffer(e.to_string()))?,
                     Err(frame) => s.early_trailers = frame.into_trailers().ok(),
                 },
                 Some(Err(e)) => return Err(e),
@@ -269,9 +272,12 @@ impl Body for ClientBody {
         }
         if let Some(spill) = s.spilled.as_mut().filter(|f| f.remaining() > 0) {
             // Just written, so from the page cache: a copy, not a wait on a disk.
-            return Poll::Ready(Some(spill.read_next().map(Frame::data).map_err(|e| {
-                ClientBodyError::Io(format!("reading the buffered body back: {e}"))
-            })));
+            return Poll::Ready(Some(
+                spill
+                    .read_next()
+                    .map(Frame::data)
+                    .map_err(|e| ClientBodyError::Buffer(format!("reading it back: {e}"))),
+            ));
         }
         if s.incoming.is_none() {
             return Poll::Ready(s.early_trailers.take().map(|t| Ok(Frame::trailers(t))));
@@ -393,6 +399,20 @@ mod tests {
         assert!(!body.gather(64 * 1024).await.unwrap());
         let refused = body.spill_rest(dir.path(), 300_000).await;
         assert!(matches!(refused, Err(ClientBodyError::TooLarge(100_000))));
+        // Without a file, gathering on in memory keeps what was gathered first.
+        let (data, mut body) = upload(300_000);
+        assert!(!body.gather(64 * 1024).await.unwrap());
+        assert!(!body
+            .spill_rest(Path::new("/proc/self"), 300_000)
+            .await
+            .unwrap());
+        assert!(body.gather(usize::MAX).await.unwrap());
+        assert_eq!(body.collected_len(), Some(300_000));
+        let back = http_body_util::BodyExt::collect(body)
+            .await
+            .unwrap()
+            .to_bytes();
+        assert_eq!(back, data);
     }
 
     #[tokio::test]

@@ -37,6 +37,7 @@ impl Failure {
             Failure::Client(ClientBodyError::Timeout) => "client_timeout",
             Failure::Client(ClientBodyError::TooLarge(_)) => "body_too_large",
             Failure::Client(ClientBodyError::Io(_)) => "client_body",
+            Failure::Client(ClientBodyError::Buffer(_)) => "body_buffer",
         }
     }
 
@@ -48,6 +49,8 @@ impl Failure {
             Failure::Client(ClientBodyError::TooLarge(_)) => StatusCode::PAYLOAD_TOO_LARGE,
             Failure::Client(ClientBodyError::Timeout) => StatusCode::REQUEST_TIMEOUT,
             Failure::Client(ClientBodyError::Io(_)) => StatusCode::BAD_REQUEST,
+            // The server's own disk (full, or failing), not the client.
+            Failure::Client(ClientBodyError::Buffer(_)) => StatusCode::INTERNAL_SERVER_ERROR,
             _ => StatusCode::BAD_GATEWAY,
         }
     }
@@ -107,6 +110,7 @@ mod tests {
             Failure::Client(ClientBodyError::Timeout),
             Failure::Client(ClientBodyError::TooLarge(1)),
             Failure::Client(ClientBodyError::Io("gone".into())),
+            Failure::Client(ClientBodyError::Buffer("full".into())),
         ];
         for f in &failures {
             assert!(

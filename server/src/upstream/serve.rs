@@ -3,7 +3,7 @@
 //! into 502/503/504 with a log line naming the pool and endpoint, and the pool's metrics.
 
 use super::body::TimedBody;
-use super::client_body::GATHER_BEFORE_ADMISSION;
+use super::client_body::{ClientBodyError, GATHER_BEFORE_ADMISSION};
 use super::failure::Failure;
 use super::request::{BackendRequest, Message};
 use super::response::{error_response, Payload, UpstreamResponse};
@@ -43,22 +43,27 @@ pub async fn serve(req: BackendRequest<'_>, metrics: &Arc<Metrics>) -> UpstreamR
         Message::Http(req) => {
             let (parts, mut body) = req.into_parts();
             body.limit(pool.max_body_size);
-            let bound = match (&route.backend.forwarding, declared) {
-                (Forwarding::Cgi { .. }, None) => usize::try_from(pool.max_body_size)
-                    .unwrap_or(usize::MAX)
-                    .saturating_add(1),
-                _ => GATHER_BEFORE_ADMISSION,
-            };
-            let mut gathered = body.gather(bound).await;
+            let cgi = matches!(route.backend.forwarding, Forwarding::Cgi { .. });
+            let mut gathered = body.gather(GATHER_BEFORE_ADMISSION).await;
             // A CGI worker (php-fpm, uWSGI) serves one request at a time: a large upload is
-            // buffered whole in a file first, so a slow one holds no worker.
-            if let (Ok(false), Forwarding::Cgi { .. }, Some(length)) =
-                (&gathered, &route.backend.forwarding, declared)
-            {
-                gathered = body.spill_rest(&std::env::temp_dir(), length).await;
+            // buffered whole in a file first, so a slow one holds no worker. One without a
+            // length reserves the pool's limit, and needs gathering whole anyway (for
+            // CONTENT_LENGTH): in memory, as before, only when no file can be had.
+            if cgi && matches!(gathered, Ok(false)) {
+                let reserve = declared.unwrap_or(pool.max_body_size);
+                gathered = match body.spill_rest(&std::env::temp_dir(), reserve).await {
+                    Ok(false) if declared.is_none() => {
+                        let whole = usize::try_from(pool.max_body_size).unwrap_or(usize::MAX);
+                        body.gather(whole.saturating_add(1)).await
+                    }
+                    spilled => spilled,
+                };
             }
             if let Err(e) = gathered {
                 let failure = Failure::Client(e);
+                if let Failure::Client(ClientBodyError::Buffer(why)) = &failure {
+                    tracing::warn!(pool = pool.name, error = %why, "cannot buffer a request body (is the temp directory full?)");
+                }
                 tracing::debug!(pool = pool.name, error = %failure, "client body refused");
                 metrics.upstream_failure(pool.name, failure.reason());
                 return error_response(failure.status());
