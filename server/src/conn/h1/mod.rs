@@ -590,15 +590,3 @@ impl Drop for RecordCutOnDrop<'_> {
         }
     }
 }
-
-/// A connected pair of sockets, (server side, client side), for tests of the fast path's
-/// parts on real sockets.
-#[cfg(test)]
-async fn tcp_pair() -> (TcpStream, TcpStream) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let client = TcpStream::connect(listener.local_addr().unwrap())
-        .await
-        .unwrap();
-    let (server, _) = listener.accept().await.unwrap();
-    (server, client)
-}

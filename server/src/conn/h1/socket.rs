@@ -71,3 +71,15 @@ pub(super) async fn client_gone(stream: &TcpStream) {
         }
     }
 }
+
+/// A connected pair of sockets, (server side, client side), for tests of the fast path's
+/// parts on real sockets.
+#[cfg(test)]
+pub(super) async fn tcp_pair() -> (TcpStream, TcpStream) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let client = TcpStream::connect(listener.local_addr().unwrap())
+        .await
+        .unwrap();
+    let (server, _) = listener.accept().await.unwrap();
+    (server, client)
+}

@@ -105,7 +105,7 @@ mod tests {
     use std::time::Duration;
     use tokio::io::AsyncWriteExt;
 
-    use super::super::tcp_pair;
+    use super::super::socket::tcp_pair;
 
     /// Waits with nothing buffered; the deadline must end the wait about `expected`
     /// after `began`.

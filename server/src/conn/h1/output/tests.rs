@@ -16,7 +16,7 @@ fn policy() -> FileSendPolicy {
     }
 }
 
-use super::super::tcp_pair as pair;
+use super::super::socket::tcp_pair as pair;
 
 /// A batch of memory segments larger than the socket takes at once: the first writev
 /// is partial, and the boxed writer goes on from exactly where it stopped.
