@@ -47,6 +47,23 @@ impl Transport {
     }
 }
 
+/// A php-fpm for the site and a config that serves it with JSON access lines: the
+/// backend (stopped on drop), the config file and the log's path.
+fn php_logging_json(site: &Path) -> (Backend, std::path::PathBuf, std::path::PathBuf) {
+    let port = free_port();
+    let fpm = php_fpm(site, &format!("127.0.0.1:{port}"));
+    let log = site.join("access.json");
+    let config = write_config(
+        site,
+        &format!(
+            "access_log: {{ format: json, path: {} }}\n{}",
+            log.display(),
+            php_config(site, &format!("127.0.0.1:{port}"))
+        ),
+    );
+    (fpm, config, log)
+}
+
 /// Sends one request with curl; returns the status and the body's length.
 fn fetch(srv: &Server, via: Transport, target: &str) -> (u16, usize) {
     let body = tempfile::NamedTempFile::new().unwrap();
@@ -94,17 +111,7 @@ fn every_path_records_the_same_exchange() {
     // Past the I/O cache: HTTP/2 reads it into its write batches as frames are cut.
     let big: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
     std::fs::write(site.path().join("big.bin"), &big).unwrap();
-    let port = free_port();
-    let _fpm = php_fpm(site.path(), &format!("127.0.0.1:{port}"));
-    let log = site.path().join("access.json");
-    let config = write_config(
-        site.path(),
-        &format!(
-            "access_log: {{ format: json, path: {} }}\n{}",
-            log.display(),
-            php_config(site.path(), &format!("127.0.0.1:{port}"))
-        ),
-    );
+    let (_fpm, config, log) = php_logging_json(site.path());
     let srv = Server::run_config(&config);
     let bytes_sample = "skiff_http_response_bytes_total{vhost=\"php\"}";
     let count_sample = "skiff_http_requests_total{vhost=\"php\",method=\"GET\",code=\"200\"}";
@@ -339,17 +346,7 @@ fn a_client_gone_before_the_pool_answers_is_recorded_as_499() {
         "<?php usleep(500000); file_put_contents(__DIR__ . '/ran', '1'); echo 'done';",
     )
     .unwrap();
-    let port = free_port();
-    let _fpm = php_fpm(site.path(), &format!("127.0.0.1:{port}"));
-    let log = site.path().join("access.json");
-    let config = write_config(
-        site.path(),
-        &format!(
-            "access_log: {{ format: json, path: {} }}\n{}",
-            log.display(),
-            php_config(site.path(), &format!("127.0.0.1:{port}"))
-        ),
-    );
+    let (_fpm, config, log) = php_logging_json(site.path());
     let srv = Server::run_config(&config);
     // The fast path (a GET), then hyper (a POST with a body).
     let requests = [
@@ -393,17 +390,7 @@ fn exchanges_cut_at_the_grace_periods_end_are_recorded() {
     )
     .unwrap();
     std::fs::write(site.path().join("huge.bin"), vec![b'q'; 32 << 20]).unwrap();
-    let port = free_port();
-    let _fpm = php_fpm(site.path(), &format!("127.0.0.1:{port}"));
-    let log = site.path().join("access.json");
-    let config = write_config(
-        site.path(),
-        &format!(
-            "access_log: {{ format: json, path: {} }}\n{}",
-            log.display(),
-            php_config(site.path(), &format!("127.0.0.1:{port}"))
-        ),
-    );
+    let (_fpm, config, log) = php_logging_json(site.path());
     let grace = ["--shutdown-delay", "0s", "--shutdown-grace", "1s"];
     let mut srv = Server::run_config_with(&config, &grace);
     let mut download = std::net::TcpStream::connect(srv.addr).unwrap();

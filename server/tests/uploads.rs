@@ -21,16 +21,18 @@ fn sha256_hex(data: &[u8]) -> String {
     String::from_utf8(out.stdout).unwrap()[..64].to_owned()
 }
 
+/// A php-fpm with `children` workers for the site, and a config serving it.
+fn php_served(site: &std::path::Path, children: usize) -> (Backend, std::path::PathBuf) {
+    let endpoint = format!("127.0.0.1:{}", free_port());
+    let fpm = php_fpm_with(site, &endpoint, children);
+    (fpm, write_config(site, &php_config(site, &endpoint)))
+}
+
 #[test]
 fn a_slow_upload_holds_no_php_worker_and_arrives_whole() {
     let site = php_site();
-    let port = free_port();
     // One worker: an upload that held it would keep every other PHP request waiting.
-    let _fpm = php_fpm_with(site.path(), &format!("127.0.0.1:{port}"), 1);
-    let config = write_config(
-        site.path(),
-        &php_config(site.path(), &format!("127.0.0.1:{port}")),
-    );
+    let (_fpm, config) = php_served(site.path(), 1);
     let srv = Server::run_config(&config);
     let body: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
     let mut upload = TcpStream::connect(srv.addr).unwrap();
@@ -72,12 +74,7 @@ fn a_slow_upload_holds_no_php_worker_and_arrives_whole() {
 #[test]
 fn a_chunked_upload_is_buffered_and_gets_its_length() {
     let site = php_site();
-    let port = free_port();
-    let _fpm = php_fpm(site.path(), &format!("127.0.0.1:{port}"));
-    let config = write_config(
-        site.path(),
-        &php_config(site.path(), &format!("127.0.0.1:{port}")),
-    );
+    let (_fpm, config) = php_served(site.path(), 2);
     let srv = Server::run_config(&config);
     let body: Vec<u8> = (0..250_000u32).map(|i| (i % 241) as u8).collect();
     let file = site.path().join("upload.bin");
