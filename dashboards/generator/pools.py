@@ -10,6 +10,7 @@ from common import (
     RATE,
     UID_OVERVIEW,
     UID_POOLS,
+    VS,
     dashboard,
     edge_variables,
     link_to,
@@ -114,6 +115,19 @@ def build():
             "From sending the request to the pool until its last body byte.",
             "s",
             [_latency("total", 0.5), _latency("total", 0.99)],
+        ),
+        timeseries(
+            "Uploads buffered before a CGI worker takes them",
+            "Request body bytes each edge pod holds in files for CGI pools (all pools together). "
+            "At 1 GiB a pod streams further uploads, and a slow one then holds a worker.",
+            "bytes",
+            [
+                query(
+                    f"max by (namespace, virtualserver, pod) (skiff_upstream_body_buffer_bytes{{{VS}}})",
+                    "{{namespace}}/{{virtualserver}} {{pod}}",
+                )
+            ],
+            min_val=0,
         ),
     ]
     return dashboard(

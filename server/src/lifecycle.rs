@@ -159,6 +159,8 @@ pub fn serve(
             let s = shared.clone();
             let sampler: admin::Sampler = Arc::new(move || {
                 s.metrics.cache_bytes.set(s.cache.weight() as i64);
+                (s.metrics.upstream_body_buffer_bytes)
+                    .set(crate::upstream::buffered_body_bytes() as i64);
                 // Only the live generation's pools are reported.
                 s.metrics.upstream_endpoints.clear();
                 s.metrics.upstream_workers.clear();

@@ -58,7 +58,21 @@ fn a_slow_upload_holds_no_php_worker_and_arrives_whole() {
         started.elapsed()
     );
 
-    upload.write_all(&body[100_000..]).unwrap();
+    // Two thirds in, the file holds at least the second third (the first may have been
+    // gathered in memory whole), and the gauge says so.
+    upload.write_all(&body[100_000..200_000]).unwrap();
+    let buffered = || srv.metric("skiff_upstream_body_buffer_bytes").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while buffered() < 100_000.0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let held = buffered();
+    assert!(
+        (100_000.0..200_000.0).contains(&held),
+        "{held} bytes buffered"
+    );
+
+    upload.write_all(&body[200_000..]).unwrap();
     let mut response = Vec::new();
     upload.read_to_end(&mut response).unwrap();
     let (status, _, page) = parse_response(&response);
@@ -67,6 +81,11 @@ fn a_slow_upload_holds_no_php_worker_and_arrives_whole() {
         String::from_utf8(page).unwrap(),
         format!("{} {}", body.len(), sha256_hex(&body))
     );
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while buffered() > 0.0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(buffered(), 0.0, "the file is given back with the request");
 }
 
 /// A chunked upload (no Content-Length) is buffered the same way, and the backend gets

@@ -32,6 +32,8 @@ pub struct Metrics {
     pub cache_hits: SummedCounter,
     pub cache_misses: SummedCounter,
     pub cache_bytes: Gauge,
+    /// Request bytes held in files for CGI backends, sampled at scrape time.
+    pub upstream_body_buffer_bytes: Gauge,
     pub sendfile_bytes: Counter,
     pub config_reloads: Family<ResultLabels, Counter>,
     pub config_last_success: Gauge<f64, std::sync::atomic::AtomicU64>,
@@ -127,6 +129,12 @@ impl Metrics {
             "cache_bytes",
             "Bytes held by the I/O cache",
             cache_bytes.clone(),
+        );
+        let upstream_body_buffer_bytes = Gauge::default();
+        registry.register(
+            "upstream_body_buffer_bytes",
+            "Request body bytes buffered in files before a CGI backend takes them (at most 1 GiB; past that, bodies stream)",
+            upstream_body_buffer_bytes.clone(),
         );
         let sendfile_bytes = Counter::default();
         registry.register(
@@ -267,6 +275,7 @@ impl Metrics {
             cache_hits,
             cache_misses,
             cache_bytes,
+            upstream_body_buffer_bytes,
             sendfile_bytes,
             config_reloads,
             config_last_success,

@@ -1,8 +1,10 @@
 //! A request body buffered whole in an unnamed file (O_TMPFILE in the temp directory)
 //! before a CGI backend's worker is taken, as nginx buffers bodies to disk for FastCGI: a
 //! slow upload then holds no php-fpm or uWSGI worker while it trickles in. What the
-//! bodies buffered at once may hold together is capped; past that, a body streams.
+//! bodies buffered at once hold together is capped, counted as bytes are written; a body
+//! that meets the cap hands on what its file holds and streams the rest.
 
+use crate::coarse_clock;
 use bytes::Bytes;
 use std::fs::File;
 use std::io::{self, Write};
@@ -10,43 +12,72 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-/// What all bodies being buffered may hold at once (the pod's disk, or tmpfs memory).
-const SPILL_CAP: u64 = 1 << 30;
 /// Bytes handed to the backend per frame, read back from the file.
 const READ_CHUNK: u64 = 64 * 1024;
 
-static RESERVED: AtomicU64 = AtomicU64::new(0);
-static WARNED: AtomicBool = AtomicBool::new(false);
+/// What the buffered bodies may hold together, and what they hold.
+pub struct SpillBudget {
+    cap: u64,
+    held: AtomicU64,
+}
+
+impl SpillBudget {
+    pub const fn new(cap: u64) -> SpillBudget {
+        SpillBudget {
+            cap,
+            held: AtomicU64::new(0),
+        }
+    }
+
+    /// Takes up to `want` bytes of what is left; returns how many it took.
+    fn take(&self, want: u64) -> u64 {
+        let mut taken = 0;
+        let _ = self
+            .held
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| {
+                taken = want.min(self.cap.saturating_sub(held));
+                (taken > 0).then(|| held + taken)
+            });
+        taken
+    }
+
+    fn give_back(&self, bytes: u64) {
+        self.held.fetch_sub(bytes, Ordering::AcqRel);
+    }
+
+    /// Bytes the buffered bodies hold now.
+    pub fn held(&self) -> u64 {
+        self.held.load(Ordering::Acquire)
+    }
+}
+
+/// The process's budget: 1 GiB, under the 2 GiB `/tmp` the operator gives an edge with a
+/// CGI pool, so the kubelet never evicts a pod for its uploads.
+pub static BUDGET: SpillBudget = SpillBudget::new(1 << 30);
+
+static NO_FOLDER_WARNED: AtomicBool = AtomicBool::new(false);
 
 /// A body's bytes in an unnamed file: written as they arrive, then read back in order.
 pub struct Spill {
     file: File,
-    /// Bytes reserved against [`SPILL_CAP`]: the body's declared length.
-    reserved: u64,
+    budget: &'static SpillBudget,
     len: u64,
     read: u64,
 }
 
 impl Spill {
-    /// A file in `dir` for a body of `declared` bytes; `None` when the cap would be passed
-    /// or no file can be made there (a read-only file system: logged once).
-    pub fn create(dir: &Path, declared: u64) -> Option<Spill> {
-        let taken = RESERVED.fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| {
-            held.checked_add(declared).filter(|&sum| sum <= SPILL_CAP)
-        });
-        if taken.is_err() {
-            return None;
-        }
+    /// A file in `dir` counted against `budget`; `None` when no file can be made there (a
+    /// read-only file system: logged once).
+    pub fn create(dir: &Path, budget: &'static SpillBudget) -> Option<Spill> {
         match open_unnamed(dir) {
             Ok(file) => Some(Spill {
                 file,
-                reserved: declared,
+                budget,
                 len: 0,
                 read: 0,
             }),
             Err(e) => {
-                RESERVED.fetch_sub(declared, Ordering::AcqRel);
-                if !WARNED.swap(true, Ordering::Relaxed) {
+                if !NO_FOLDER_WARNED.swap(true, Ordering::Relaxed) {
                     tracing::warn!(dir = %dir.display(), error = %e, "cannot buffer request bodies in a file there: large uploads stream to CGI backends as they arrive (a slow one holds a worker)");
                 }
                 None
@@ -54,14 +85,15 @@ impl Spill {
         }
     }
 
-    /// Appends arrived bytes; never more than were declared.
-    pub fn write(&mut self, data: &[u8]) -> io::Result<()> {
-        if self.len + data.len() as u64 > self.reserved {
-            return Err(io::Error::other("more body than its Content-Length"));
+    /// Appends as much of `data` as the budget leaves room for; returns how much that was.
+    pub fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        let taken = self.budget.take(data.len() as u64);
+        if let Err(e) = self.file.write_all(&data[..taken as usize]) {
+            self.budget.give_back(taken);
+            return Err(e);
         }
-        self.file.write_all(data)?;
-        self.len += data.len() as u64;
-        Ok(())
+        self.len += taken;
+        Ok(taken as usize)
     }
 
     /// Bytes written and not read back yet.
@@ -81,7 +113,7 @@ impl Spill {
 
 impl Drop for Spill {
     fn drop(&mut self) {
-        RESERVED.fetch_sub(self.reserved, Ordering::AcqRel);
+        self.budget.give_back(self.len);
     }
 }
 
@@ -96,22 +128,41 @@ fn open_unnamed(dir: &Path) -> io::Result<File> {
     Ok(File::from(fd))
 }
 
+/// Logs a failure to buffer a body (a full disk) at most once a minute, with how many
+/// went unlogged since: a full disk fails every upload, and each would log otherwise.
+pub fn warn_buffer_failure(pool: &str, why: &str) {
+    static NEXT_MS: AtomicU64 = AtomicU64::new(0);
+    static UNLOGGED: AtomicU64 = AtomicU64::new(0);
+    let now = coarse_clock::monotonic_ms();
+    let next = NEXT_MS.load(Ordering::Relaxed);
+    if now < next
+        || NEXT_MS
+            .compare_exchange(next, now + 60_000, Ordering::Relaxed, Ordering::Relaxed)
+            .is_err()
+    {
+        UNLOGGED.fetch_add(1, Ordering::Relaxed);
+        return;
+    }
+    let unlogged = UNLOGGED.swap(0, Ordering::Relaxed);
+    tracing::warn!(pool, error = %why, unlogged_since_last = unlogged, "cannot buffer a request body (is the temp directory full?)");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn budget(cap: u64) -> &'static SpillBudget {
+        Box::leak(Box::new(SpillBudget::new(cap)))
+    }
 
     #[test]
     fn a_body_goes_back_out_in_order_from_a_file_without_a_name() {
         let dir = tempfile::tempdir().unwrap();
         let body: Vec<u8> = (0..200_000u32).map(|i| (i % 253) as u8).collect();
-        let mut spill = Spill::create(dir.path(), body.len() as u64).expect("a file");
+        let mut spill = Spill::create(dir.path(), budget(1 << 20)).expect("a file");
         for part in body.chunks(7_000) {
-            spill.write(part).unwrap();
+            assert_eq!(spill.write(part).unwrap(), part.len());
         }
-        assert!(
-            spill.write(b"x").is_err(),
-            "more than the declared length is refused"
-        );
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "no name");
         let mut back = Vec::new();
         while spill.remaining() > 0 {
@@ -122,20 +173,31 @@ mod tests {
         assert_eq!(back, body);
     }
 
-    /// Other tests hold at most a few hundred kilobytes meanwhile, far from the halves.
     #[test]
-    fn the_cap_holds_while_bodies_are_buffered_and_frees_with_them() {
+    fn the_budget_counts_bytes_written_and_frees_them_with_the_file() {
         let dir = tempfile::tempdir().unwrap();
-        let half = SPILL_CAP / 2 + 1;
-        let first = Spill::create(dir.path(), half).expect("within the cap");
-        assert!(Spill::create(dir.path(), half).is_none(), "past the cap");
+        let budget = budget(10_000);
+        let mut first = Spill::create(dir.path(), budget).unwrap();
+        let mut second = Spill::create(dir.path(), budget).unwrap();
+        assert_eq!(
+            budget.held(),
+            0,
+            "a file reserves nothing before it is written"
+        );
+        assert_eq!(first.write(&[1; 6_000]).unwrap(), 6_000);
+        assert_eq!(second.write(&[2; 6_000]).unwrap(), 4_000, "what is left");
+        assert_eq!(second.write(&[2; 10]).unwrap(), 0, "the budget is spent");
+        assert_eq!(budget.held(), 10_000);
         drop(first);
-        assert!(Spill::create(dir.path(), half).is_some(), "freed on drop");
-        assert!(Spill::create(dir.path(), SPILL_CAP + 1).is_none());
+        assert_eq!(budget.held(), 4_000, "freed with the file");
+        assert_eq!(second.write(&[2; 10]).unwrap(), 10);
+        assert_eq!(second.remaining(), 4_010);
+        drop(second);
+        assert_eq!(budget.held(), 0);
     }
 
     #[test]
     fn without_a_writable_folder_there_is_no_file() {
-        assert!(Spill::create(Path::new("/proc/self"), 10).is_none());
+        assert!(Spill::create(Path::new("/proc/self"), budget(10)).is_none());
     }
 }

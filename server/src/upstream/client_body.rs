@@ -3,8 +3,8 @@
 //! as they stream (chunked bodies too), and gathered up to a bound before a pool slot is
 //! taken, so a slow client holds no backend worker while its body trickles in.
 
-use super::body_spill::Spill;
-use bytes::{Bytes, BytesMut};
+use super::body_spill::{Spill, SpillBudget};
+use bytes::{Buf, Bytes, BytesMut};
 use http::HeaderMap;
 use http_body::{Body, Frame, SizeHint};
 use std::future::{poll_fn, Future};
@@ -66,6 +66,8 @@ pub struct ClientStream {
     incoming: Option<Incoming>,
     /// The rest of the body, buffered in a file before admission (`spill_rest`).
     spilled: Option<Spill>,
+    /// What arrived after the file met its budget, handed out after it.
+    tail: Bytes,
     deadline: BodyDeadline,
     /// The current rate window: when it began, and the bytes received by then.
     window_start: Instant,
@@ -92,6 +94,7 @@ impl ClientBody {
             early_trailers: None,
             incoming: Some(incoming),
             spilled: None,
+            tail: Bytes::new(),
             deadline,
             window_start: now,
             window_bytes: 0,
@@ -136,33 +139,53 @@ impl ClientBody {
         Ok(complete)
     }
 
-    /// After `gather`, reads the rest of a body of `declared` bytes into an unnamed file in
-    /// `dir`, so that a backend worker is taken only once all of it is here. `Ok(false)`:
-    /// no file (the cap on buffered bodies, or no writable `dir`), the rest streams.
-    pub async fn spill_rest(&mut self, dir: &Path, declared: u64) -> Result<bool, ClientBodyError> {
+    /// After `gather`, reads the rest of the body into an unnamed file in `dir`, so that a
+    /// backend worker is taken only once all of it is here. When the file meets `budget`,
+    /// the rest is gathered in memory if `whole` (a CGI body without a length needs one),
+    /// else left to stream after what the file holds. `Ok(false)`: the rest streams; no
+    /// file at all (no writable `dir`) is `Ok(false)` too, with nothing read.
+    pub async fn spill_rest(
+        &mut self,
+        dir: &Path,
+        budget: &'static SpillBudget,
+        whole: bool,
+    ) -> Result<bool, ClientBodyError> {
         let ClientBody::Stream(s) = self else {
             return Ok(true);
         };
         if s.incoming.is_none() {
             return Ok(true);
         }
-        let Some(mut spill) = Spill::create(dir, declared) else {
+        let Some(mut spill) = Spill::create(dir, budget) else {
             return Ok(false);
         };
-        loop {
+        let mut tail = BytesMut::new();
+        let complete = loop {
             match poll_fn(|cx| s.poll_incoming(cx)).await {
                 Some(Ok(frame)) => match frame.into_data() {
-                    Ok(data) => spill
-                        .write(&data)
-                        .map_err(|e| ClientBodyError::Buffer(e.to_string()))?,
+                    Ok(mut data) => {
+                        if tail.is_empty() {
+                            let written = spill
+                                .write(&data)
+                                .map_err(|e| ClientBodyError::Buffer(e.to_string()))?;
+                            data.advance(written);
+                        }
+                        if !data.is_empty() {
+                            tail.extend_from_slice(&data);
+                            if !whole {
+                                break false;
+                            }
+                        }
+                    }
                     Err(frame) => s.early_trailers = frame.into_trailers().ok(),
                 },
                 Some(Err(e)) => return Err(e),
-                None => break,
+                None => break true,
             }
-        }
+        };
         s.spilled = Some(spill);
-        Ok(true)
+        s.tail = tail.freeze();
+        Ok(complete)
     }
 
     /// The whole body's length, when it has been gathered to its end.
@@ -177,7 +200,9 @@ impl ClientBody {
 impl ClientStream {
     /// Bytes gathered or buffered and not handed on yet.
     fn held(&self) -> u64 {
-        self.early.len() as u64 + self.spilled.as_ref().map_or(0, Spill::remaining)
+        self.early.len() as u64
+            + self.spilled.as_ref().map_or(0, Spill::remaining)
+            + self.tail.len() as u64
     }
 
     /// The next frame from hyper, under the deadline and the limit.
@@ -279,6 +304,9 @@ impl Body for ClientBody {
                     .map_err(|e| ClientBodyError::Buffer(format!("reading it back: {e}"))),
             ));
         }
+        if !s.tail.is_empty() {
+            return Poll::Ready(Some(Ok(Frame::data(std::mem::take(&mut s.tail)))));
+        }
         if s.incoming.is_none() {
             return Poll::Ready(s.early_trailers.take().map(|t| Ok(Frame::trailers(t))));
         }
@@ -329,6 +357,7 @@ mod tests {
             early_trailers: None,
             incoming: None,
             spilled: None,
+            tail: Bytes::new(),
             deadline: BodyDeadline {
                 idle: Duration::from_secs(idle),
                 min_rate,
@@ -376,43 +405,70 @@ mod tests {
         (data, ClientBody::stream(Frames(frames), deadline))
     }
 
+    fn budget(cap: u64) -> &'static SpillBudget {
+        Box::leak(Box::new(SpillBudget::new(cap)))
+    }
+
+    async fn collect(body: ClientBody) -> Bytes {
+        http_body_util::BodyExt::collect(body)
+            .await
+            .unwrap()
+            .to_bytes()
+    }
+
     #[tokio::test]
     async fn the_rest_of_a_body_is_buffered_in_a_file_and_handed_on_in_order() {
         let dir = tempfile::tempdir().unwrap();
         let (data, mut body) = upload(300_000);
         assert!(!body.gather(64 * 1024).await.unwrap());
         assert_eq!(body.collected_len(), None, "still arriving");
-        assert!(body.spill_rest(dir.path(), 300_000).await.unwrap());
+        assert!(body
+            .spill_rest(dir.path(), budget(1 << 20), false)
+            .await
+            .unwrap());
         assert_eq!(
             body.collected_len(),
             Some(300_000),
             "all here: its length is known"
         );
-        let back = http_body_util::BodyExt::collect(body)
-            .await
-            .unwrap()
-            .to_bytes();
-        assert_eq!(back, data);
+        assert_eq!(collect(body).await, data);
         // Past the pool's limit, the body is refused as it arrives.
         let (_, mut body) = upload(300_000);
         body.limit(100_000);
         assert!(!body.gather(64 * 1024).await.unwrap());
-        let refused = body.spill_rest(dir.path(), 300_000).await;
+        let refused = body.spill_rest(dir.path(), budget(1 << 20), false).await;
         assert!(matches!(refused, Err(ClientBodyError::TooLarge(100_000))));
         // Without a file, gathering on in memory keeps what was gathered first.
         let (data, mut body) = upload(300_000);
         assert!(!body.gather(64 * 1024).await.unwrap());
         assert!(!body
-            .spill_rest(Path::new("/proc/self"), 300_000)
+            .spill_rest(Path::new("/proc/self"), budget(1 << 20), true)
             .await
             .unwrap());
         assert!(body.gather(usize::MAX).await.unwrap());
         assert_eq!(body.collected_len(), Some(300_000));
-        let back = http_body_util::BodyExt::collect(body)
-            .await
-            .unwrap()
-            .to_bytes();
-        assert_eq!(back, data);
+        assert_eq!(collect(body).await, data);
+    }
+
+    #[tokio::test]
+    async fn a_body_that_meets_the_budget_streams_the_rest_after_its_file_or_gathers_it() {
+        let dir = tempfile::tempdir().unwrap();
+        // 100,000 bytes of room, met inside a frame: the file holds what fits, the rest of
+        // that frame waits in memory, and the body streams on from the connection.
+        let shared = budget(100_000);
+        let (data, mut body) = upload(300_000);
+        assert!(!body.gather(64 * 1024).await.unwrap());
+        assert!(!body.spill_rest(dir.path(), shared, false).await.unwrap());
+        assert_eq!(body.collected_len(), None, "the rest is still to come");
+        assert_eq!(shared.held(), 100_000);
+        assert_eq!(collect(body).await, data);
+        assert_eq!(shared.held(), 0, "given back with the body");
+        // A body that must be whole (no length) gathers the rest in memory instead.
+        let (data, mut body) = upload(300_000);
+        assert!(!body.gather(64 * 1024).await.unwrap());
+        assert!(body.spill_rest(dir.path(), shared, true).await.unwrap());
+        assert_eq!(body.collected_len(), Some(300_000));
+        assert_eq!(collect(body).await, data);
     }
 
     #[tokio::test]

@@ -33,3 +33,8 @@ pub use route::{Backend, BackendRoute, Forwarding};
 pub use serve::serve;
 pub use skiff_codec::cgi_env;
 pub use upgrade::TunnelHold;
+
+/// Request body bytes buffered in files for CGI backends now (`body_spill`).
+pub fn buffered_body_bytes() -> u64 {
+    body_spill::BUDGET.held()
+}

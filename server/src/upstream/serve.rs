@@ -3,6 +3,7 @@
 //! into 502/503/504 with a log line naming the pool and endpoint, and the pool's metrics.
 
 use super::body::TimedBody;
+use super::body_spill;
 use super::client_body::{ClientBodyError, GATHER_BEFORE_ADMISSION};
 use super::failure::Failure;
 use super::request::{BackendRequest, Message};
@@ -46,15 +47,16 @@ pub async fn serve(req: BackendRequest<'_>, metrics: &Arc<Metrics>) -> UpstreamR
             let cgi = matches!(route.backend.forwarding, Forwarding::Cgi { .. });
             let mut gathered = body.gather(GATHER_BEFORE_ADMISSION).await;
             // A CGI worker (php-fpm, uWSGI) serves one request at a time: a large upload is
-            // buffered whole in a file first, so a slow one holds no worker. One without a
-            // length reserves the pool's limit, and needs gathering whole anyway (for
-            // CONTENT_LENGTH): in memory, as before, only when no file can be had.
+            // buffered whole in a file first, so a slow one holds no worker; what meets the
+            // files' budget streams. One without a length must be gathered whole anyway
+            // (for CONTENT_LENGTH): in memory, as before, past the budget or without a file.
             if cgi && matches!(gathered, Ok(false)) {
-                let reserve = declared.unwrap_or(pool.max_body_size);
-                gathered = match body.spill_rest(&std::env::temp_dir(), reserve).await {
-                    Ok(false) if declared.is_none() => {
-                        let whole = usize::try_from(pool.max_body_size).unwrap_or(usize::MAX);
-                        body.gather(whole.saturating_add(1)).await
+                let whole = declared.is_none();
+                let dir = std::env::temp_dir();
+                gathered = match body.spill_rest(&dir, &body_spill::BUDGET, whole).await {
+                    Ok(false) if whole => {
+                        let all = usize::try_from(pool.max_body_size).unwrap_or(usize::MAX);
+                        body.gather(all.saturating_add(1)).await
                     }
                     spilled => spilled,
                 };
@@ -62,7 +64,7 @@ pub async fn serve(req: BackendRequest<'_>, metrics: &Arc<Metrics>) -> UpstreamR
             if let Err(e) = gathered {
                 let failure = Failure::Client(e);
                 if let Failure::Client(ClientBodyError::Buffer(why)) = &failure {
-                    tracing::warn!(pool = pool.name, error = %why, "cannot buffer a request body (is the temp directory full?)");
+                    body_spill::warn_buffer_failure(pool.name, why);
                 }
                 tracing::debug!(pool = pool.name, error = %failure, "client body refused");
                 metrics.upstream_failure(pool.name, failure.reason());
