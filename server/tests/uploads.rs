@@ -7,19 +7,7 @@ use common::backends::*;
 use common::*;
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn sha256_hex(data: &[u8]) -> String {
-    let mut child = Command::new("sha256sum")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(data).unwrap();
-    let out = child.wait_with_output().unwrap();
-    String::from_utf8(out.stdout).unwrap()[..64].to_owned()
-}
 
 /// A php-fpm with `children` workers for the site, and a config serving it.
 fn php_served(site: &std::path::Path, children: usize) -> (Backend, std::path::PathBuf) {

@@ -229,3 +229,57 @@ pub fn echo_server(dir: &Path, name: &str) -> (Backend, u16) {
     wait_connect(&format!("127.0.0.1:{port}"));
     (Backend(child), port)
 }
+
+/// The SHA-256 of `data`, in hex, as `sha256sum` prints it.
+pub fn sha256_hex(data: &[u8]) -> String {
+    let out = Command::new("sha256sum")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            std::io::Write::write_all(&mut c.stdin.take().unwrap(), data)?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_owned()
+}
+
+/// The PHP test site, php-fpm on a TCP port, and skiff in front of it.
+pub fn php_over_tcp() -> (tempfile::TempDir, Backend, super::Server) {
+    let site = php_site();
+    let port = free_port();
+    let fpm = php_fpm(site.path(), &format!("127.0.0.1:{port}"));
+    let config = write_config(
+        site.path(),
+        &php_config(site.path(), &format!("127.0.0.1:{port}")),
+    );
+    let srv = super::Server::run_config(&config);
+    (site, fpm, srv)
+}
+
+/// A WSGI app that echoes the request's method, path, query, body length and script name.
+pub const WSGI_APP: &str = r#"
+def application(environ, start_response):
+    n = int(environ.get('CONTENT_LENGTH') or 0)
+    body = environ['wsgi.input'].read(n) if n else b''
+    out = ("method=%s\npath=%s\nquery=%s\nlen=%d\nscript=%s\n" % (
+        environ['REQUEST_METHOD'], environ['PATH_INFO'], environ['QUERY_STRING'], len(body), environ.get('SCRIPT_NAME', ''))).encode()
+    start_response('201 Created', [('Content-Type', 'text/plain'), ('X-App', 'wsgi')])
+    return [out]
+"#;
+
+/// Three echo backends named PREFIX0..PREFIX2, and their endpoint list for a pool.
+pub fn echo_pool(dir: &Path, prefix: &str) -> (Vec<(Backend, u16)>, Vec<String>) {
+    let backends: Vec<(Backend, u16)> = (0..3)
+        .map(|i| echo_server(dir, &format!("{prefix}{i}")))
+        .collect();
+    let endpoints = backends
+        .iter()
+        .map(|(_, p)| format!("\"127.0.0.1:{p}\""))
+        .collect();
+    (backends, endpoints)
+}
