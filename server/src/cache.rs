@@ -21,7 +21,7 @@ use crate::http::encoding::Encoding;
 use bytes::Bytes;
 use http::HeaderValue;
 use open_errors::{classify_open_error, is_missing, refused_for_good};
-use revalidation::{fingerprint, sidecar_keys};
+use revalidation::{fingerprint, index_candidate, index_overtaken, sidecar_keys};
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
@@ -351,7 +351,9 @@ impl FileCache {
             {
                 return Ok(Lookup::File(entry, Hit::Hit));
             }
-            if fingerprint(&root.root, &entry.rel) == entry.fingerprint {
+            if fingerprint(&root.root, &entry.rel) == entry.fingerprint
+                && !index_overtaken(&root.root, &root.index_files, rel, &entry.rel)
+            {
                 return Ok(Lookup::File(entry, Hit::Hit));
             }
             entry.retired.store(true, Ordering::Relaxed);
@@ -450,11 +452,7 @@ impl FileCache {
                     return Ok(Lookup::RedirectToSlash);
                 }
                 for index in &croot.index_files {
-                    let candidate = if rel == "." {
-                        index.clone()
-                    } else {
-                        format!("{rel}/{index}")
-                    };
+                    let candidate = index_candidate(rel, index);
                     match root.open_file(&candidate) {
                         Ok(f) => {
                             let st = rustix::fs::fstat(&f)?;

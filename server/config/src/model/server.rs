@@ -247,7 +247,8 @@ pub struct VirtualServer {
     pub default: bool,
     /// Document root for `static` actions; relative paths are taken from the config file's folder.
     pub root: String,
-    /// Index files tried, in order, for a directory.
+    /// Index files tried, in order, for a directory. One added later ahead of the file
+    /// served is served from the next cache revalidation (`cache.revalidate`).
     #[serde(default = "default_index")]
     pub index: Vec<String>,
     /// Generate an HTML listing for directories without an index file.

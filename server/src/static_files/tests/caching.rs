@@ -80,6 +80,39 @@ fn changed_and_deleted_files_are_noticed_after_the_interval() {
     );
 }
 
+/// A directory served by its second index file (`index.htm`) switches to the first
+/// (`index.html`) once that appears, at the next revalidation, for the root and a folder.
+#[test]
+fn an_index_file_tried_first_that_appears_later_is_served_after_the_interval() {
+    let s = site_with(
+        default_options(),
+        CacheSettings {
+            revalidate: Duration::from_millis(50),
+            ..CacheSettings::default()
+        },
+        |p| {
+            std::fs::write(p.join("index.htm"), "old root").unwrap();
+            std::fs::create_dir(p.join("docs")).unwrap();
+            std::fs::write(p.join("docs/index.htm"), "old docs").unwrap();
+        },
+    );
+    for (path, old) in [("/", "old root"), ("/docs/", "old docs")] {
+        assert_eq!(body(&s.files.respond(&get(path))), old.as_bytes());
+        assert!(s.files.respond(&get(path)).cache_hit);
+    }
+    std::fs::write(s.dir.path().join("index.html"), "new root").unwrap();
+    std::fs::write(s.dir.path().join("docs/index.html"), "new docs").unwrap();
+    std::thread::sleep(Duration::from_millis(80));
+    for (path, new) in [("/", "new root"), ("/docs/", "new docs")] {
+        let r = s.files.respond(&get(path));
+        assert_eq!(body(&r), new.as_bytes(), "{path}");
+        assert!(!r.cache_hit);
+        // A later index (index.htm still there) does not make index.html reload each time.
+        std::thread::sleep(Duration::from_millis(80));
+        assert!(s.files.respond(&get(path)).cache_hit, "{path}");
+    }
+}
+
 /// Each worker keeps recent entries in a front of its own: a change another worker found
 /// retires the entry there too, though that worker's revalidation marked it checked now.
 #[test]
