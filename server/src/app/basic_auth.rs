@@ -219,16 +219,24 @@ fn bcrypt_cost(hash: &str) -> Option<u32> {
 }
 
 /// The users of an htpasswd file, the highest cost among them, and a message for each
-/// line refused (with its number).
+/// line refused (with its number). A user's first entry is theirs, as Apache and nginx
+/// read the file; a later one is refused, since a password appended there would not work.
 fn parse(text: &str) -> (HashMap<String, Arc<str>>, u32, Vec<String>) {
     let mut users = HashMap::new();
+    let mut first_line = HashMap::new();
     let mut max_cost = 0;
     let mut refused = Vec::new();
     for (n, line) in text.lines().enumerate() {
         match entry(line) {
             Ok(None) => {}
+            Ok(Some((user, _, _))) if first_line.contains_key(user) => refused.push(format!(
+                "line {}: a second entry for {user:?}, ignored: the first (line {}) is used, as Apache and nginx do; remove one",
+                n + 1,
+                first_line[user]
+            )),
             Ok(Some((user, hash, cost))) => {
                 max_cost = max_cost.max(cost);
+                first_line.insert(user, n + 1);
                 users.insert(user.to_owned(), Arc::from(hash));
             }
             Err(e) => refused.push(format!("line {}: {e}", n + 1)),
@@ -461,6 +469,25 @@ mod tests {
             err(&costly),
             "line 2: the bcrypt cost of \"bob\" is 15, above 14: each check would hold a CPU for seconds; create it with `htpasswd -B -C 12`"
         );
+    }
+
+    /// A user's first entry is theirs, as Apache and nginx read the file; a second one is
+    /// refused by name, since a password appended there would not work.
+    #[test]
+    fn a_users_first_entry_counts_and_a_second_is_refused() {
+        let first = bcrypt::hash("first", 4).unwrap();
+        let second = bcrypt::hash("second", 4).unwrap();
+        let text = format!("alice:{first}\nbob:{first}\nalice:{second}\n");
+        assert_eq!(
+            BasicAuth::from_htpasswd(&text, "r").err().expect("refused at start"),
+            "line 3: a second entry for \"alice\", ignored: the first (line 1) is used, as Apache and nginx do; remove one"
+        );
+        let (a, refused) = BasicAuth::from_htpasswd_skipping(&text, "r").unwrap();
+        assert_eq!((a.left_out, refused.len()), (1, 1));
+        let check = |pair: &str| verification(decide(&a, Some(&basic(pair)), None)).check();
+        assert_eq!(check("alice:first"), Checked::Success);
+        assert_eq!(check("alice:second"), Checked::WrongPassword);
+        assert_eq!(check("bob:first"), Checked::Success);
     }
 
     #[test]
