@@ -7,7 +7,7 @@
 use crate::coarse_clock;
 use bytes::Bytes;
 use std::fs::File;
-use std::io::{self, Write};
+use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -49,6 +49,11 @@ impl SpillBudget {
     pub fn held(&self) -> u64 {
         self.held.load(Ordering::Acquire)
     }
+
+    /// Whether nothing is left to take.
+    pub fn spent(&self) -> bool {
+        self.held() >= self.cap
+    }
 }
 
 /// The process's budget: 1 GiB, under the 2 GiB `/tmp` the operator gives an edge with a
@@ -66,9 +71,12 @@ pub struct Spill {
 }
 
 impl Spill {
-    /// A file in `dir` counted against `budget`; `None` when no file can be made there (a
-    /// read-only file system: logged once).
+    /// A file in `dir` counted against `budget`; `None` when the budget is spent, or no
+    /// file can be made there (a read-only file system: logged once).
     pub fn create(dir: &Path, budget: &'static SpillBudget) -> Option<Spill> {
+        if budget.spent() {
+            return None;
+        }
         match open_unnamed(dir) {
             Ok(file) => Some(Spill {
                 file,
@@ -86,10 +94,16 @@ impl Spill {
     }
 
     /// Appends as much of `data` as the budget leaves room for; returns how much that was.
+    /// A full file system counts as a spent budget (0: the rest of the body streams).
     pub fn write(&mut self, data: &[u8]) -> io::Result<usize> {
         let taken = self.budget.take(data.len() as u64);
-        if let Err(e) = self.file.write_all(&data[..taken as usize]) {
+        if let Err(e) = self.file.write_all_at(&data[..taken as usize], self.len) {
             self.budget.give_back(taken);
+            let full = matches!(e.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT));
+            if full {
+                warn_buffer_failure("", "the temp directory is full: this upload streams on");
+                return Ok(0);
+            }
             return Err(e);
         }
         self.len += taken;
@@ -130,6 +144,7 @@ fn open_unnamed(dir: &Path) -> io::Result<File> {
 
 /// Logs a failure to buffer a body (a full disk) at most once a minute, with how many
 /// went unlogged since: a full disk fails every upload, and each would log otherwise.
+/// `pool` is empty where the file does not know it.
 pub fn warn_buffer_failure(pool: &str, why: &str) {
     static NEXT_MS: AtomicU64 = AtomicU64::new(0);
     static UNLOGGED: AtomicU64 = AtomicU64::new(0);

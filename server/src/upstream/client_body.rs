@@ -118,6 +118,8 @@ impl ClientBody {
         let ClientBody::Stream(s) = self else {
             return Ok(true);
         };
+        // What is gathered goes before a file and its tail: only before them.
+        debug_assert!(s.spilled.is_none() && s.tail.is_empty());
         let mut held = BytesMut::from(&s.early[..]);
         let complete = loop {
             if held.len() >= bound {
@@ -295,14 +297,20 @@ impl Body for ClientBody {
         if !s.early.is_empty() {
             return Poll::Ready(Some(Ok(Frame::data(std::mem::take(&mut s.early)))));
         }
-        if let Some(spill) = s.spilled.as_mut().filter(|f| f.remaining() > 0) {
+        if let Some(spill) = s.spilled.as_mut() {
             // Just written, so from the page cache: a copy, not a wait on a disk.
-            return Poll::Ready(Some(
-                spill
-                    .read_next()
-                    .map(Frame::data)
-                    .map_err(|e| ClientBodyError::Buffer(format!("reading it back: {e}"))),
-            ));
+            let read = (spill.remaining() > 0).then(|| spill.read_next());
+            if spill.remaining() == 0 {
+                // Handed on whole: the file and its share of the budget go now, not when
+                // the rest of a body that met the budget has trickled in.
+                s.spilled = None;
+            }
+            if let Some(read) = read {
+                return Poll::Ready(Some(
+                    read.map(Frame::data)
+                        .map_err(|e| ClientBodyError::Buffer(format!("reading it back: {e}"))),
+                ));
+            }
         }
         if !s.tail.is_empty() {
             return Poll::Ready(Some(Ok(Frame::data(std::mem::take(&mut s.tail)))));
@@ -453,16 +461,35 @@ mod tests {
     #[tokio::test]
     async fn a_body_that_meets_the_budget_streams_the_rest_after_its_file_or_gathers_it() {
         let dir = tempfile::tempdir().unwrap();
-        // 100,000 bytes of room, met inside a frame: the file holds what fits, the rest of
-        // that frame waits in memory, and the body streams on from the connection.
-        let shared = budget(100_000);
+        // 95,000 bytes of room, met inside a frame (70,000 were gathered first, frames are
+        // 10,000): the file holds what fits, the rest of that frame waits in memory, and
+        // the body streams on from the connection.
+        let shared = budget(95_000);
         let (data, mut body) = upload(300_000);
         assert!(!body.gather(64 * 1024).await.unwrap());
         assert!(!body.spill_rest(dir.path(), shared, false).await.unwrap());
         assert_eq!(body.collected_len(), None, "the rest is still to come");
-        assert_eq!(shared.held(), 100_000);
-        assert_eq!(collect(body).await, data);
-        assert_eq!(shared.held(), 0, "given back with the body");
+        assert_eq!(shared.held(), 95_000);
+        let mut back = Vec::new();
+        while back.len() < 70_000 + 95_000 {
+            let frame = http_body_util::BodyExt::frame(&mut body).await.unwrap();
+            back.extend_from_slice(&frame.unwrap().into_data().unwrap());
+        }
+        assert_eq!(
+            shared.held(),
+            0,
+            "the file is given back once handed on, before the rest arrives"
+        );
+        back.extend_from_slice(&collect(body).await);
+        assert_eq!(back, data);
+        // A body refused mid-file gives its share back too.
+        let (_, mut body) = upload(300_000);
+        body.limit(150_000);
+        assert!(!body.gather(64 * 1024).await.unwrap());
+        let refused = body.spill_rest(dir.path(), shared, false).await;
+        assert!(matches!(refused, Err(ClientBodyError::TooLarge(150_000))));
+        drop(body);
+        assert_eq!(shared.held(), 0);
         // A body that must be whole (no length) gathers the rest in memory instead.
         let (data, mut body) = upload(300_000);
         assert!(!body.gather(64 * 1024).await.unwrap());

@@ -109,7 +109,10 @@ pub async fn serve(req: BackendRequest<'_>, metrics: &Arc<Metrics>) -> UpstreamR
     let resp = match result {
         Ok(resp) => resp,
         Err((failure, endpoint)) => {
-            if matches!(failure, Failure::NoScript(_) | Failure::Client(_)) {
+            if let Failure::Client(ClientBodyError::Buffer(why)) = &failure {
+                // Reading the buffered body back failed: this machine's disk, not the client.
+                body_spill::warn_buffer_failure(pool.name, why);
+            } else if matches!(failure, Failure::NoScript(_) | Failure::Client(_)) {
                 // The client's doing, not the backend's: not worth a warning per request.
                 tracing::debug!(pool = pool.name, error = %failure, "request refused");
             } else {
