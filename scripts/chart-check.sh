@@ -17,15 +17,22 @@ for bad in operator.logFormat=xml operator.image.pullPolicy=Sometimes operator.m
   prometheusRule.enabled=maybe prometheusRule.forAll=soon prometheusRule.forOverrides.NoSuchAlert=1m \
   operator.monitor.enabled=maybe operator.monitor.interval=often prometheusRule.runbookBaseUrl=wiki \
   prometheusAdapter.rules.enabled=yes prometheusAdapter.rules.namespace=Monitoring \
-  'edge.monitor.labels.release=a\,b' serviceAccount.create=false; do
+  'edge.monitor.labels.release=a\,b' serviceAccount.create=false 'operator.watchNamespaces={Shop}' \
+  'operator.watchNamespaces={shop,shop}'; do
   if "$helm" template skiff "$chart" --set "$bad" >/dev/null 2>&1; then
     echo "chart-check: values.schema.json accepted $bad" >&2
     exit 1
   fi
 done
 render() { "$helm" template skiff "$chart" --namespace skiff "$@"; }
+# The example VirtualServer goes into the release's namespace: one the operator does not
+# watch is refused, not installed to wait for ever.
+if render --set example.enabled=true --set 'operator.watchNamespaces={shop}' >/dev/null 2>&1; then
+  echo "chart-check: an example outside operator.watchNamespaces was accepted" >&2
+  exit 1
+fi
 status=0
-for case in default example monitoring dashboards adapter; do
+for case in default example monitoring dashboards adapter namespaced; do
   args=()
   # The example case also names metrics namespaces, to render the operator's flags.
   [ "$case" = example ] && args=(--set example.enabled=true --set crds.enabled=false
@@ -44,6 +51,9 @@ for case in default example monitoring dashboards adapter; do
   # The adapter case: prometheus-adapter's rules as a ConfigMap in the adapter's namespace.
   [ "$case" = adapter ] && args=(--set prometheusAdapter.rules.enabled=true
     --set prometheusAdapter.rules.namespace=monitoring --set crds.enabled=false)
+  # The namespaced case: Roles in the watched namespaces, a ClusterRole that only reads.
+  [ "$case" = namespaced ] && args=(--set 'operator.watchNamespaces={skiff,shop}'
+    --set example.enabled=true --set crds.enabled=false)
   if [ "${1:-}" = --bless ]; then
     render "${args[@]}" >"$golden/$case.yaml"
   elif ! diff -u "$golden/$case.yaml" <(render "${args[@]}"); then

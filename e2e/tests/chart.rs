@@ -2,14 +2,18 @@
 //! skiff-operator image, in-cluster config, RBAC from the chart; two replicas, one elected
 //! leader on a Lease) that reconciles the
 //! chart's example VirtualServer into a site answering through its Service; uninstalling
-//! keeps the CRD (crds.keep), so no VirtualServer is ever deleted by accident.
+//! keeps the CRD (crds.keep), so no VirtualServer is ever deleted by accident. With
+//! `operator.watchNamespaces`, the operator works on Roles in those namespaces only.
 
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::authorization::v1::SubjectAccessReview;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::ListParams;
+use kube::api::{ListParams, PostParams};
 use kube::Api;
-use skiff_e2e::{leader_metrics, metric, wait_condition, wait_for, wait_http, Release};
+use skiff_e2e::{leader_metrics, metric, wait_condition, wait_for, wait_http, Cluster, Release};
+use skiff_operator::crd::VirtualServer;
 use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -126,4 +130,79 @@ async fn helm_install_runs_the_operator_and_the_example_site() {
             .is_some(),
         "crds.keep leaves the CRD in place on uninstall"
     );
+}
+
+/// Whether the operator's ServiceAccount (in `ns`) may `verb` `resource` in `namespace`,
+/// as the API server's own authorizer answers.
+async fn operator_may(
+    cluster: &Cluster,
+    ns: &str,
+    verb: &str,
+    resource: &str,
+    namespace: &str,
+) -> bool {
+    let review: SubjectAccessReview = serde_json::from_value(serde_json::json!({
+        "spec": {
+            "user": format!("system:serviceaccount:{ns}:skiff"),
+            "groups": ["system:serviceaccounts", format!("system:serviceaccounts:{ns}")],
+            "resourceAttributes": { "verb": verb, "resource": resource, "namespace": namespace },
+        }
+    }))
+    .unwrap();
+    let answer = Api::<SubjectAccessReview>::all(cluster.client.clone())
+        .create(&PostParams::default(), &review)
+        .await
+        .unwrap();
+    answer.status.is_some_and(|s| s.allowed)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_confined_to_its_namespaces_leaves_the_others_alone() {
+    let Some(cluster) = skiff_e2e::cluster().await else {
+        return;
+    };
+    let ns = cluster.namespace("scoped").await;
+    let other = cluster.namespace("unwatched").await;
+    let watch = format!("operator.watchNamespaces={{{}}}", ns.name);
+    let release = Release::install(&cluster, &ns, &["example.enabled=true", &watch]).await;
+
+    // The chart's Role is all the operator needs where it works: the example gets ready.
+    wait_condition(&ns, "skiff-example", "Ready", "True").await;
+    // A VirtualServer in a namespace it does not watch gets nothing: no status, no edge.
+    let site = serde_json::json!({
+        "apiVersion": "skiff.dev/v1alpha1", "kind": "VirtualServer",
+        "metadata": { "name": "elsewhere" },
+        "spec": { "hosts": ["elsewhere.example"], "content": { "configMap": "site" } },
+    });
+    other.apply::<VirtualServer>(site).await;
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let untouched = other.api::<VirtualServer>().get("elsewhere").await.unwrap();
+    assert!(untouched.status.is_none(), "{:?}", untouched.status);
+    assert!(other
+        .api::<Deployment>()
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .is_empty());
+
+    // And the API server would refuse it there anyway: Secrets and Deployments are its own
+    // namespace's only; CRDs it may still read cluster-wide.
+    for (verb, resource) in [
+        ("get", "secrets"),
+        ("patch", "deployments"),
+        ("list", "pods"),
+    ] {
+        assert!(
+            operator_may(&cluster, &ns.name, verb, resource, &ns.name).await,
+            "{verb} {resource}"
+        );
+        assert!(
+            !operator_may(&cluster, &ns.name, verb, resource, &other.name).await,
+            "{verb} {resource} in {}",
+            other.name
+        );
+    }
+    assert!(operator_may(&cluster, &ns.name, "list", "customresourcedefinitions", "").await);
+    release.uninstall();
 }

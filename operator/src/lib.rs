@@ -7,6 +7,7 @@ mod leader;
 mod live_config;
 mod metrics;
 mod render;
+mod scope;
 mod served_certificates;
 
 pub use children::{parse_labels, Children, NetworkPolicyConfig, PoolChildren, DEFAULT_IMAGE};
@@ -14,6 +15,7 @@ pub use controller::{reporter, run, Context};
 pub use leader::Elector;
 pub use metrics::Metrics;
 pub use render::{server_config, Invalid, Rendered};
+pub use scope::Scope;
 
 use kube::CustomResourceExt;
 

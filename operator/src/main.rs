@@ -6,7 +6,7 @@ use http_body_util::Full;
 use hyper::body::Bytes;
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
-use skiff_operator::{parse_labels, Context, Elector, Metrics, NetworkPolicyConfig};
+use skiff_operator::{parse_labels, Context, Elector, Metrics, NetworkPolicyConfig, Scope};
 use std::convert::Infallible;
 use std::sync::Arc;
 
@@ -55,6 +55,9 @@ struct Args {
         value_delimiter = ','
     )]
     service_monitor_labels: Vec<String>,
+    /// Namespaces whose VirtualServers are reconciled; none: every namespace.
+    #[arg(long, env = "SKIFF_OPERATOR_WATCH_NAMESPACES", value_delimiter = ',')]
+    watch_namespaces: Vec<String>,
 }
 
 impl Args {
@@ -103,19 +106,23 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let network_policy = args.network_policy()?;
     let service_monitor_labels = parse_labels(&args.service_monitor_labels)?;
+    let scopes = Scope::from_list(&args.watch_namespaces)?;
     skiff_operator::install_crypto_provider();
     let client = kube::Client::try_default().await?;
     let metrics = Arc::new(Metrics::new());
     let recorder = kube::runtime::events::Recorder::new(client.clone(), skiff_operator::reporter());
-    let ctx = Arc::new(Context {
-        client,
-        recorder,
-        metrics: metrics.clone(),
-        default_image: args.edge_image,
-        network_policy,
-        service_monitor_labels,
-        peers: Default::default(),
-    });
+    // One context per controller: each keeps its own cache of peers.
+    let context = || {
+        Arc::new(Context {
+            client: client.clone(),
+            recorder: recorder.clone(),
+            metrics: metrics.clone(),
+            default_image: args.edge_image.clone(),
+            network_policy: network_policy.clone(),
+            service_monitor_labels: service_monitor_labels.clone(),
+            peers: Default::default(),
+        })
+    };
     let listener = tokio::net::TcpListener::bind(args.listen).await?;
     tracing::info!(listen = %args.listen, "skiff-operator started");
     tokio::spawn(serve_admin(listener, metrics.clone()));
@@ -129,7 +136,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             )
         });
         let elector = Elector::new(
-            ctx.client.clone(),
+            client.clone(),
             &args.lease_namespace,
             "skiff-operator",
             &identity,
@@ -147,7 +154,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     metrics.set_leader(true);
-    skiff_operator::run(ctx).await;
+    futures::future::join_all(
+        scopes
+            .into_iter()
+            .map(|scope| skiff_operator::run(context(), scope)),
+    )
+    .await;
     if let Some(leadership) = leadership {
         leadership.release().await;
     }

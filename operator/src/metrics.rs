@@ -11,7 +11,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use std::collections::HashMap;
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -59,7 +59,8 @@ pub struct Metrics {
     replica_bounds: Family<BoundLabels, Gauge>,
     leader: Gauge,
     /// The controller's cache of VirtualServers, counted by condition at scrape time.
-    store: OnceLock<Store<VirtualServer>>,
+    /// The controllers' caches: one, or one per watched namespace.
+    stores: Mutex<Vec<Store<VirtualServer>>>,
     streaks: Mutex<HashMap<String, u32>>,
 }
 
@@ -130,7 +131,7 @@ impl Metrics {
             slo_threshold,
             replica_bounds,
             leader,
-            store: OnceLock::new(),
+            stores: Mutex::default(),
             streaks: Mutex::default(),
         }
     }
@@ -163,17 +164,21 @@ impl Metrics {
         self.leader.set(i64::from(leading));
     }
 
+    /// Counts the VirtualServers of `store` too (a controller's cache).
     pub fn watch(&self, store: Store<VirtualServer>) {
-        let _ = self.store.set(store);
+        self.stores.lock().unwrap().push(store);
+    }
+
+    /// Every VirtualServer in the controllers' caches.
+    fn cached(&self) -> Vec<Arc<VirtualServer>> {
+        let stores = self.stores.lock().unwrap();
+        stores.iter().flat_map(|s| s.state()).collect()
     }
 
     /// Recounts VirtualServers by condition from the cache.
     fn count_conditions(&self) {
-        let Some(store) = self.store.get() else {
-            return;
-        };
         self.by_condition.clear();
-        for vs in store.state() {
+        for vs in self.cached() {
             for c in vs.status.iter().flat_map(|s| &s.conditions) {
                 let labels = ConditionLabels {
                     condition: c.type_.clone(),
@@ -224,9 +229,7 @@ impl Metrics {
 
     pub fn encode(&self) -> String {
         self.count_conditions();
-        if let Some(store) = self.store.get() {
-            self.record_objectives(store.state().iter().map(|vs| vs.as_ref()));
-        }
+        self.record_objectives(self.cached().iter().map(|vs| vs.as_ref()));
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &self.registry).expect("text encoding");
         out
@@ -285,8 +288,11 @@ mod tests {
     fn exports_each_virtual_server_s_objectives_and_forgets_deleted_ones() {
         use kube::runtime::{reflector::store::Writer, watcher::Event};
         let m = Metrics::new();
+        // Two controllers' caches (two watched namespaces): both are counted.
         let mut writer = Writer::<VirtualServer>::default();
+        let mut docs_writer = Writer::<VirtualServer>::default();
         m.watch(writer.as_reader());
+        m.watch(docs_writer.as_reader());
         let plain = virtual_server("web", "shop", serde_json::Value::Null);
         let strict = virtual_server(
             "web",
@@ -297,7 +303,7 @@ mod tests {
             }),
         );
         writer.apply_watcher_event(&Event::Apply(plain.clone()));
-        writer.apply_watcher_event(&Event::Apply(strict));
+        docs_writer.apply_watcher_event(&Event::Apply(strict));
         let text = m.encode();
         for line in [
             "# TYPE skiff_operator_virtualserver_slo_objective gauge",

@@ -19,6 +19,7 @@ use crate::children::Children;
 use crate::crd::{ConditionType, EventReason, Reason, VirtualServer, VirtualServerStatus};
 use crate::metrics::Metrics;
 use crate::render::Invalid;
+use crate::scope::Scope;
 use crate::{render, Error, Result};
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
@@ -56,9 +57,12 @@ pub struct Context {
     pub peers: OnceLock<Store<VirtualServer>>,
 }
 
-pub async fn run(ctx: Arc<Context>) {
+/// Runs the controller for the VirtualServers of `scope` until a stop signal. With several
+/// namespaces, one runs per namespace, each with a `ctx` of its own (its cache of peers).
+pub async fn run(ctx: Arc<Context>, scope: Scope) {
+    tracing::info!(%scope, "reconciling VirtualServers");
     let client = ctx.client.clone();
-    let vs: Api<VirtualServer> = Api::all(client.clone());
+    let vs: Api<VirtualServer> = scope.api(client.clone());
     let managed = format!(
         "{}={}",
         crate::children::MANAGED_BY.0,
@@ -88,15 +92,15 @@ pub async fn run(ctx: Arc<Context>) {
         );
     }
     controller
-        .owns(Api::<Deployment>::all(client.clone()), wc.clone())
-        .owns(Api::<ConfigMap>::all(client.clone()), wc.clone())
-        .owns(Api::<Service>::all(client.clone()), wc.clone())
+        .owns(scope.api::<Deployment>(client.clone()), wc.clone())
+        .owns(scope.api::<ConfigMap>(client.clone()), wc.clone())
+        .owns(scope.api::<Service>(client.clone()), wc.clone())
         .owns(
-            Api::<HorizontalPodAutoscaler>::all(client.clone()),
+            scope.api::<HorizontalPodAutoscaler>(client.clone()),
             wc.clone(),
         )
-        .owns(Api::<PodDisruptionBudget>::all(client.clone()), wc.clone())
-        .owns(Api::<NetworkPolicy>::all(client.clone()), wc.clone())
+        .owns(scope.api::<PodDisruptionBudget>(client.clone()), wc.clone())
+        .owns(scope.api::<NetworkPolicy>(client.clone()), wc.clone())
         // A burst of edits becomes one reconcile (and at most one rollout).
         .with_config(ControllerConfig::default().debounce(Duration::from_millis(500)))
         .shutdown_on_signal()
