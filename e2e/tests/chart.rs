@@ -132,20 +132,25 @@ async fn helm_install_runs_the_operator_and_the_example_site() {
     );
 }
 
-/// Whether the operator's ServiceAccount (in `ns`) may `verb` `resource` in `namespace`,
-/// as the API server's own authorizer answers.
+/// Whether the operator's ServiceAccount (in `ns`) may do `verb` on `group`'s `resource`
+/// in `namespace`, as the API server's own authorizer answers.
 async fn operator_may(
     cluster: &Cluster,
     ns: &str,
-    verb: &str,
-    resource: &str,
+    (verb, group, resource): (&str, &str, &str),
     namespace: &str,
 ) -> bool {
     let review: SubjectAccessReview = serde_json::from_value(serde_json::json!({
         "spec": {
             "user": format!("system:serviceaccount:{ns}:skiff"),
-            "groups": ["system:serviceaccounts", format!("system:serviceaccounts:{ns}")],
-            "resourceAttributes": { "verb": verb, "resource": resource, "namespace": namespace },
+            "groups": [
+                "system:serviceaccounts",
+                format!("system:serviceaccounts:{ns}"),
+                "system:authenticated",
+            ],
+            "resourceAttributes": {
+                "verb": verb, "group": group, "resource": resource, "namespace": namespace,
+            },
         }
     }))
     .unwrap();
@@ -188,21 +193,22 @@ async fn an_operator_confined_to_its_namespaces_leaves_the_others_alone() {
 
     // And the API server would refuse it there anyway: Secrets and Deployments are its own
     // namespace's only; CRDs it may still read cluster-wide.
-    for (verb, resource) in [
-        ("get", "secrets"),
-        ("patch", "deployments"),
-        ("list", "pods"),
+    for asked in [
+        ("get", "", "secrets"),
+        ("patch", "apps", "deployments"),
+        ("list", "", "pods"),
     ] {
         assert!(
-            operator_may(&cluster, &ns.name, verb, resource, &ns.name).await,
-            "{verb} {resource}"
+            operator_may(&cluster, &ns.name, asked, &ns.name).await,
+            "{asked:?}"
         );
         assert!(
-            !operator_may(&cluster, &ns.name, verb, resource, &other.name).await,
-            "{verb} {resource} in {}",
+            !operator_may(&cluster, &ns.name, asked, &other.name).await,
+            "{asked:?} in {}",
             other.name
         );
     }
-    assert!(operator_may(&cluster, &ns.name, "list", "customresourcedefinitions", "").await);
+    let crds = ("list", "apiextensions.k8s.io", "customresourcedefinitions");
+    assert!(operator_may(&cluster, &ns.name, crds, "").await);
     release.uninstall();
 }

@@ -106,8 +106,15 @@ pub async fn run(ctx: Arc<Context>, scope: Scope) {
         .shutdown_on_signal()
         .run(reconcile, error_policy, ctx)
         .for_each(|result| async move {
-            if let Err(e) = result {
-                tracing::debug!(error = %e, "reconcile stream");
+            match result {
+                // A watch refused or failing (its Role gone, the API server down): nothing in
+                // this scope is reconciled meanwhile, so it is a warning. Failed reconciles
+                // are warned of by `error_policy`.
+                Err(kube::runtime::controller::Error::QueueError(e)) => {
+                    tracing::warn!(error = %e, "watching VirtualServers or their children failed")
+                }
+                Err(e) => tracing::debug!(error = %e, "reconcile stream"),
+                Ok(_) => {}
             }
         })
         .await;

@@ -15,15 +15,16 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 /// Bytes handed to the backend per frame, read back from the file.
 const READ_CHUNK: u64 = 64 * 1024;
 
-/// What the buffered bodies may hold together, and what they hold.
-pub struct SpillBudget {
+/// What buffered request bodies may hold together (in files, or in memory), and what they
+/// hold.
+pub struct BufferBudget {
     cap: u64,
     held: AtomicU64,
 }
 
-impl SpillBudget {
-    pub const fn new(cap: u64) -> SpillBudget {
-        SpillBudget {
+impl BufferBudget {
+    pub const fn new(cap: u64) -> BufferBudget {
+        BufferBudget {
             cap,
             held: AtomicU64::new(0),
         }
@@ -41,7 +42,16 @@ impl SpillBudget {
         taken
     }
 
-    fn give_back(&self, bytes: u64) {
+    /// Takes `want` bytes, or none if that much is not left.
+    pub fn try_take(&self, want: u64) -> bool {
+        self.held
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| {
+                held.checked_add(want).filter(|&sum| sum <= self.cap)
+            })
+            .is_ok()
+    }
+
+    pub fn give_back(&self, bytes: u64) {
         self.held.fetch_sub(bytes, Ordering::AcqRel);
     }
 
@@ -56,16 +66,21 @@ impl SpillBudget {
     }
 }
 
-/// The process's budget: 1 GiB, under the 2 GiB `/tmp` the operator gives an edge with a
-/// CGI pool, so the kubelet never evicts a pod for its uploads.
-pub static BUDGET: SpillBudget = SpillBudget::new(1 << 30);
+/// The files' budget: 1 GiB, under the 2 GiB `/tmp` the operator gives an edge with a CGI
+/// pool, so the kubelet never evicts a pod for its uploads.
+pub static FILES: BufferBudget = BufferBudget::new(1 << 30);
+
+/// What bodies gathered whole in memory past their first 64 KiB may hold together: CGI
+/// bodies without a length, when no file can be had or the files' budget is met. Past it,
+/// 503: a pod's memory is not the place for a flood of uploads.
+pub static MEMORY: BufferBudget = BufferBudget::new(256 << 20);
 
 static NO_FOLDER_WARNED: AtomicBool = AtomicBool::new(false);
 
 /// A body's bytes in an unnamed file: written as they arrive, then read back in order.
 pub struct Spill {
     file: File,
-    budget: &'static SpillBudget,
+    budget: &'static BufferBudget,
     len: u64,
     read: u64,
 }
@@ -73,7 +88,7 @@ pub struct Spill {
 impl Spill {
     /// A file in `dir` counted against `budget`; `None` when the budget is spent, or no
     /// file can be made there (a read-only file system: logged once).
-    pub fn create(dir: &Path, budget: &'static SpillBudget) -> Option<Spill> {
+    pub fn create(dir: &Path, budget: &'static BufferBudget) -> Option<Spill> {
         if budget.spent() {
             return None;
         }
@@ -166,8 +181,8 @@ pub fn warn_buffer_failure(pool: &str, why: &str) {
 mod tests {
     use super::*;
 
-    fn budget(cap: u64) -> &'static SpillBudget {
-        Box::leak(Box::new(SpillBudget::new(cap)))
+    fn budget(cap: u64) -> &'static BufferBudget {
+        Box::leak(Box::new(BufferBudget::new(cap)))
     }
 
     #[test]

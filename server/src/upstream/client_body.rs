@@ -3,7 +3,7 @@
 //! as they stream (chunked bodies too), and gathered up to a bound before a pool slot is
 //! taken, so a slow client holds no backend worker while its body trickles in.
 
-use super::body_spill::{Spill, SpillBudget};
+use super::body_spill::{self, BufferBudget, Spill};
 use bytes::{Buf, Bytes, BytesMut};
 use http::HeaderMap;
 use http_body::{Body, Frame, SizeHint};
@@ -39,6 +39,9 @@ pub enum ClientBodyError {
     /// Writing the body to its file, or reading it back, failed (a full disk).
     #[error("buffering the client's body: {0}")]
     Buffer(String),
+    /// Bodies gathered in memory hold all they may (`body_spill::MEMORY`).
+    #[error("no room to gather the client's body in memory")]
+    BufferFull,
 }
 
 impl From<hyper::Error> for ClientBodyError {
@@ -68,6 +71,10 @@ pub struct ClientStream {
     spilled: Option<Spill>,
     /// What arrived after the file met its budget, handed out after it.
     tail: Bytes,
+    /// Bytes held in memory past the first [`GATHER_BEFORE_ADMISSION`], counted against
+    /// `memory`, given back once handed on (or with the stream).
+    memory: &'static BufferBudget,
+    memory_held: u64,
     deadline: BodyDeadline,
     /// The current rate window: when it began, and the bytes received by then.
     window_start: Instant,
@@ -95,6 +102,8 @@ impl ClientBody {
             incoming: Some(incoming),
             spilled: None,
             tail: Bytes::new(),
+            memory: &body_spill::MEMORY,
+            memory_held: 0,
             deadline,
             window_start: now,
             window_bytes: 0,
@@ -109,6 +118,14 @@ impl ClientBody {
     pub fn limit(&mut self, max: u64) {
         if let ClientBody::Stream(s) = self {
             s.limit = max;
+        }
+    }
+
+    /// Counts what is gathered in memory against `budget` instead of the process's.
+    #[cfg(test)]
+    fn memory_budget(&mut self, budget: &'static BufferBudget) {
+        if let ClientBody::Stream(s) = self {
+            s.memory = budget;
         }
     }
 
@@ -130,7 +147,12 @@ impl ClientBody {
             }
             match poll_fn(|cx| s.poll_incoming(cx)).await {
                 Some(Ok(frame)) => match frame.into_data() {
-                    Ok(data) => held.extend_from_slice(&data),
+                    Ok(data) => {
+                        let past =
+                            (held.len() + data.len()).saturating_sub(GATHER_BEFORE_ADMISSION);
+                        s.hold_in_memory(past as u64 - s.memory_held.min(past as u64))?;
+                        held.extend_from_slice(&data);
+                    }
                     Err(frame) => s.early_trailers = frame.into_trailers().ok(),
                 },
                 Some(Err(e)) => return Err(e),
@@ -149,7 +171,7 @@ impl ClientBody {
     pub async fn spill_rest(
         &mut self,
         dir: &Path,
-        budget: &'static SpillBudget,
+        budget: &'static BufferBudget,
         whole: bool,
     ) -> Result<bool, ClientBodyError> {
         let ClientBody::Stream(s) = self else {
@@ -173,6 +195,7 @@ impl ClientBody {
                             data.advance(written);
                         }
                         if !data.is_empty() {
+                            s.hold_in_memory(data.len() as u64)?;
                             tail.extend_from_slice(&data);
                             if !whole {
                                 break false;
@@ -200,6 +223,25 @@ impl ClientBody {
 }
 
 impl ClientStream {
+    /// Counts `more` bytes held in memory, or refuses them when the budget has no room.
+    fn hold_in_memory(&mut self, more: u64) -> Result<(), ClientBodyError> {
+        if more == 0 {
+            return Ok(());
+        }
+        if !self.memory.try_take(more) {
+            return Err(ClientBodyError::BufferFull);
+        }
+        self.memory_held += more;
+        Ok(())
+    }
+
+    /// Gives back what memory holds, once the bytes gathered have been handed on.
+    fn release_memory(&mut self) {
+        if self.early.is_empty() && self.tail.is_empty() && self.memory_held > 0 {
+            self.memory.give_back(std::mem::take(&mut self.memory_held));
+        }
+    }
+
     /// Bytes gathered or buffered and not handed on yet.
     fn held(&self) -> u64 {
         self.early.len() as u64
@@ -283,6 +325,12 @@ impl ClientStream {
     }
 }
 
+impl Drop for ClientStream {
+    fn drop(&mut self) {
+        self.memory.give_back(self.memory_held);
+    }
+}
+
 impl Body for ClientBody {
     type Data = Bytes;
     type Error = ClientBodyError;
@@ -295,7 +343,9 @@ impl Body for ClientBody {
             return Poll::Ready(None);
         };
         if !s.early.is_empty() {
-            return Poll::Ready(Some(Ok(Frame::data(std::mem::take(&mut s.early)))));
+            let early = std::mem::take(&mut s.early);
+            s.release_memory();
+            return Poll::Ready(Some(Ok(Frame::data(early))));
         }
         if let Some(spill) = s.spilled.as_mut() {
             // Just written, so from the page cache: a copy, not a wait on a disk.
@@ -313,7 +363,9 @@ impl Body for ClientBody {
             }
         }
         if !s.tail.is_empty() {
-            return Poll::Ready(Some(Ok(Frame::data(std::mem::take(&mut s.tail)))));
+            let tail = std::mem::take(&mut s.tail);
+            s.release_memory();
+            return Poll::Ready(Some(Ok(Frame::data(tail))));
         }
         if s.incoming.is_none() {
             return Poll::Ready(s.early_trailers.take().map(|t| Ok(Frame::trailers(t))));
@@ -366,6 +418,8 @@ mod tests {
             incoming: None,
             spilled: None,
             tail: Bytes::new(),
+            memory: &body_spill::MEMORY,
+            memory_held: 0,
             deadline: BodyDeadline {
                 idle: Duration::from_secs(idle),
                 min_rate,
@@ -413,8 +467,8 @@ mod tests {
         (data, ClientBody::stream(Frames(frames), deadline))
     }
 
-    fn budget(cap: u64) -> &'static SpillBudget {
-        Box::leak(Box::new(SpillBudget::new(cap)))
+    fn budget(cap: u64) -> &'static BufferBudget {
+        Box::leak(Box::new(BufferBudget::new(cap)))
     }
 
     async fn collect(body: ClientBody) -> Bytes {
@@ -496,6 +550,33 @@ mod tests {
         assert!(body.spill_rest(dir.path(), shared, true).await.unwrap());
         assert_eq!(body.collected_len(), Some(300_000));
         assert_eq!(collect(body).await, data);
+    }
+
+    /// What is gathered in memory past the first 64 KiB counts against a budget: a body
+    /// that finds no room is refused (503), and the room is given back once handed on.
+    #[tokio::test]
+    async fn bodies_gathered_in_memory_share_a_budget() {
+        let memory = budget(250_000);
+        let (data, mut body) = upload(300_000);
+        body.memory_budget(memory);
+        assert!(body.gather(usize::MAX).await.unwrap());
+        assert_eq!(memory.held(), 300_000 - GATHER_BEFORE_ADMISSION as u64);
+        let (_, mut second) = upload(300_000);
+        second.memory_budget(memory);
+        assert!(matches!(
+            second.gather(usize::MAX).await,
+            Err(ClientBodyError::BufferFull)
+        ));
+        drop(second);
+        assert_eq!(collect(body).await, data);
+        assert_eq!(memory.held(), 0, "given back once handed on");
+        // The tail of a body whose file met its budget counts too.
+        let dir = tempfile::tempdir().unwrap();
+        let (_, mut body) = upload(300_000);
+        body.memory_budget(budget(50_000));
+        assert!(!body.gather(64 * 1024).await.unwrap());
+        let refused = body.spill_rest(dir.path(), budget(10_000), true).await;
+        assert!(matches!(refused, Err(ClientBodyError::BufferFull)));
     }
 
     #[tokio::test]

@@ -37,7 +37,9 @@ impl Failure {
             Failure::Client(ClientBodyError::Timeout) => "client_timeout",
             Failure::Client(ClientBodyError::TooLarge(_)) => "body_too_large",
             Failure::Client(ClientBodyError::Io(_)) => "client_body",
-            Failure::Client(ClientBodyError::Buffer(_)) => "body_buffer",
+            Failure::Client(ClientBodyError::Buffer(_) | ClientBodyError::BufferFull) => {
+                "body_buffer"
+            }
         }
     }
 
@@ -51,6 +53,8 @@ impl Failure {
             Failure::Client(ClientBodyError::Io(_)) => StatusCode::BAD_REQUEST,
             // The server's own disk (full, or failing), not the client.
             Failure::Client(ClientBodyError::Buffer(_)) => StatusCode::INTERNAL_SERVER_ERROR,
+            // Too many bodies gathered in memory at once: try again later.
+            Failure::Client(ClientBodyError::BufferFull) => StatusCode::SERVICE_UNAVAILABLE,
             _ => StatusCode::BAD_GATEWAY,
         }
     }
@@ -111,6 +115,7 @@ mod tests {
             Failure::Client(ClientBodyError::TooLarge(1)),
             Failure::Client(ClientBodyError::Io("gone".into())),
             Failure::Client(ClientBodyError::Buffer("full".into())),
+            Failure::Client(ClientBodyError::BufferFull),
         ];
         for f in &failures {
             assert!(

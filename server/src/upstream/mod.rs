@@ -36,5 +36,5 @@ pub use upgrade::TunnelHold;
 
 /// Request body bytes buffered in files for CGI backends now (`body_spill`).
 pub fn buffered_body_bytes() -> u64 {
-    body_spill::BUDGET.held()
+    body_spill::FILES.held()
 }

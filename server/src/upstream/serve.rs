@@ -53,7 +53,7 @@ pub async fn serve(req: BackendRequest<'_>, metrics: &Arc<Metrics>) -> UpstreamR
             if cgi && matches!(gathered, Ok(false)) {
                 let whole = declared.is_none();
                 let dir = std::env::temp_dir();
-                gathered = match body.spill_rest(&dir, &body_spill::BUDGET, whole).await {
+                gathered = match body.spill_rest(&dir, &body_spill::FILES, whole).await {
                     Ok(false) if whole => {
                         let all = usize::try_from(pool.max_body_size).unwrap_or(usize::MAX);
                         body.gather(all.saturating_add(1)).await
