@@ -219,30 +219,52 @@ fn bcrypt_cost(hash: &str) -> Option<u32> {
 }
 
 /// The users of an htpasswd file, the highest cost among them, and a message for each
-/// line refused (with its number). A user's first entry is theirs, as Apache and nginx
-/// read the file; a later one is refused, since a password appended there would not work.
+/// line refused (with its number). A user named on several lines, valid or not, is left
+/// out whole: which password is theirs is unclear (Apache and nginx take the first line,
+/// and an older Skiff the last), so neither is trusted until one line is left.
 fn parse(text: &str) -> (HashMap<String, Arc<str>>, u32, Vec<String>) {
+    let mut lines_of: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (n, line) in text.lines().enumerate() {
+        if let Some(user) = named_user(line) {
+            lines_of.entry(user).or_default().push(n + 1);
+        }
+    }
     let mut users = HashMap::new();
-    let mut first_line = HashMap::new();
     let mut max_cost = 0;
     let mut refused = Vec::new();
     for (n, line) in text.lines().enumerate() {
+        if let Some(lines) = named_user(line).and_then(|u| lines_of.get(u).map(|l| (u, l))) {
+            let (user, lines) = lines;
+            if lines.len() > 1 {
+                let all: Vec<String> = lines.iter().map(usize::to_string).collect();
+                refused.push(format!(
+                    "line {}: {user:?} is on lines {}: none is used until one is left",
+                    n + 1,
+                    all.join(", ")
+                ));
+                continue;
+            }
+        }
         match entry(line) {
             Ok(None) => {}
-            Ok(Some((user, _, _))) if first_line.contains_key(user) => refused.push(format!(
-                "line {}: a second entry for {user:?}, ignored: the first (line {}) is used, as Apache and nginx do; remove one",
-                n + 1,
-                first_line[user]
-            )),
             Ok(Some((user, hash, cost))) => {
                 max_cost = max_cost.max(cost);
-                first_line.insert(user, n + 1);
                 users.insert(user.to_owned(), Arc::from(hash));
             }
             Err(e) => refused.push(format!("line {}: {e}", n + 1)),
         }
     }
     (users, max_cost, refused)
+}
+
+/// The user a line names, well formed or not: none for a blank line, a comment or a line
+/// without a colon.
+fn named_user(line: &str) -> Option<&str> {
+    let line = line.trim();
+    if line.is_empty() || line.starts_with('#') {
+        return None;
+    }
+    line.split_once(':').map(|(user, _)| user)
 }
 
 /// One line: `None` for a blank line or a comment, else the user, hash and cost.
@@ -471,22 +493,26 @@ mod tests {
         );
     }
 
-    /// A user's first entry is theirs, as Apache and nginx read the file; a second one is
-    /// refused by name, since a password appended there would not work.
+    /// A user on two lines is left out whole, whichever line is valid: a password appended
+    /// to change it would otherwise be ignored (or, after an upgrade, an old one revived).
     #[test]
-    fn a_users_first_entry_counts_and_a_second_is_refused() {
+    fn a_user_on_two_lines_is_left_out_whole() {
         let first = bcrypt::hash("first", 4).unwrap();
         let second = bcrypt::hash("second", 4).unwrap();
-        let text = format!("alice:{first}\nbob:{first}\nalice:{second}\n");
+        let text =
+            format!("alice:{first}\nbob:{first}\nalice:{second}\ncarol:{{SHA}}x\ncarol:{first}\n");
         assert_eq!(
-            BasicAuth::from_htpasswd(&text, "r").err().expect("refused at start"),
-            "line 3: a second entry for \"alice\", ignored: the first (line 1) is used, as Apache and nginx do; remove one"
+            BasicAuth::from_htpasswd(&text, "r")
+                .err()
+                .expect("refused at start"),
+            "line 1: \"alice\" is on lines 1, 3: none is used until one is left"
         );
         let (a, refused) = BasicAuth::from_htpasswd_skipping(&text, "r").unwrap();
-        assert_eq!((a.left_out, refused.len()), (1, 1));
+        assert_eq!((a.left_out, refused.len()), (4, 4), "{refused:?}");
         let check = |pair: &str| verification(decide(&a, Some(&basic(pair)), None)).check();
-        assert_eq!(check("alice:first"), Checked::Success);
-        assert_eq!(check("alice:second"), Checked::WrongPassword);
+        for pair in ["alice:first", "alice:second", "carol:first"] {
+            assert_eq!(check(pair), Checked::UnknownUser, "{pair}");
+        }
         assert_eq!(check("bob:first"), Checked::Success);
     }
 

@@ -135,8 +135,12 @@ impl ClientBody {
         let ClientBody::Stream(s) = self else {
             return Ok(true);
         };
-        // What is gathered goes before a file and its tail: only before them.
-        debug_assert!(s.spilled.is_none() && s.tail.is_empty());
+        // What is gathered goes before a file and its tail, so it may only come first (its
+        // memory count, too, assumes no tail).
+        if s.spilled.is_some() || !s.tail.is_empty() {
+            debug_assert!(false, "gather after spill_rest");
+            return Err(ClientBodyError::Buffer("gathered after buffering".into()));
+        }
         let mut held = BytesMut::from(&s.early[..]);
         let complete = loop {
             if held.len() >= bound {
@@ -148,9 +152,14 @@ impl ClientBody {
             match poll_fn(|cx| s.poll_incoming(cx)).await {
                 Some(Ok(frame)) => match frame.into_data() {
                     Ok(data) => {
-                        let past =
-                            (held.len() + data.len()).saturating_sub(GATHER_BEFORE_ADMISSION);
-                        s.hold_in_memory(past as u64 - s.memory_held.min(past as u64))?;
+                        // Only a gather past the first 64 KiB counts (a whole CGI body): the
+                        // first one's overshoot is one frame, as for every body.
+                        if bound > GATHER_BEFORE_ADMISSION {
+                            let past = (held.len() + data.len())
+                                .saturating_sub(GATHER_BEFORE_ADMISSION)
+                                as u64;
+                            s.hold_in_memory(past - s.memory_held.min(past))?;
+                        }
                         held.extend_from_slice(&data);
                     }
                     Err(frame) => s.early_trailers = frame.into_trailers().ok(),
@@ -195,7 +204,10 @@ impl ClientBody {
                             data.advance(written);
                         }
                         if !data.is_empty() {
-                            s.hold_in_memory(data.len() as u64)?;
+                            // Only a body that must be whole gathers more than this frame.
+                            if whole {
+                                s.hold_in_memory(data.len() as u64)?;
+                            }
                             tail.extend_from_slice(&data);
                             if !whole {
                                 break false;
@@ -577,6 +589,16 @@ mod tests {
         assert!(!body.gather(64 * 1024).await.unwrap());
         let refused = body.spill_rest(dir.path(), budget(10_000), true).await;
         assert!(matches!(refused, Err(ClientBodyError::BufferFull)));
+        // With no room at all, the first 64 KiB of any body, and the frame left over when a
+        // body with a length meets its file's budget, are still taken: such a body streams.
+        let (data, mut body) = upload(300_000);
+        body.memory_budget(budget(0));
+        assert!(!body.gather(64 * 1024).await.unwrap());
+        assert!(!body
+            .spill_rest(dir.path(), budget(95_000), false)
+            .await
+            .unwrap());
+        assert_eq!(collect(body).await, data);
     }
 
     #[tokio::test]

@@ -37,9 +37,8 @@ impl Failure {
             Failure::Client(ClientBodyError::Timeout) => "client_timeout",
             Failure::Client(ClientBodyError::TooLarge(_)) => "body_too_large",
             Failure::Client(ClientBodyError::Io(_)) => "client_body",
-            Failure::Client(ClientBodyError::Buffer(_) | ClientBodyError::BufferFull) => {
-                "body_buffer"
-            }
+            Failure::Client(ClientBodyError::Buffer(_)) => "body_buffer",
+            Failure::Client(ClientBodyError::BufferFull) => "body_memory",
         }
     }
 

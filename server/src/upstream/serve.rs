@@ -63,8 +63,14 @@ pub async fn serve(req: BackendRequest<'_>, metrics: &Arc<Metrics>) -> UpstreamR
             }
             if let Err(e) = gathered {
                 let failure = Failure::Client(e);
-                if let Failure::Client(ClientBodyError::Buffer(why)) = &failure {
-                    body_spill::warn_buffer_failure(pool.name, why);
+                match &failure {
+                    Failure::Client(ClientBodyError::Buffer(why)) => {
+                        body_spill::warn_buffer_failure(pool.name, why)
+                    }
+                    Failure::Client(e @ ClientBodyError::BufferFull) => {
+                        body_spill::warn_buffer_failure(pool.name, &e.to_string())
+                    }
+                    _ => {}
                 }
                 tracing::debug!(pool = pool.name, error = %failure, "client body refused");
                 metrics.upstream_failure(pool.name, failure.reason());
