@@ -71,7 +71,7 @@ def build():
         ),
         timeseries(
             "Failures by reason",
-            "connect, timeout, protocol, io, queue_full (503) and body_too_large (413), per second.",
+            "Every reason of skiff_upstream_failures_total, per second: connect, protocol, io and stale are 502, timeout 504, queue_full and body_memory 503, body_too_large 413, client_timeout 408, client_body 400, no_script 404, body_buffer 500.",
             "reqps",
             [
                 query(
@@ -119,7 +119,7 @@ def build():
         timeseries(
             "Uploads buffered before a CGI worker takes them",
             "Request body bytes each edge pod holds in files for CGI pools (all pools together). "
-            "At 1 GiB a pod streams further uploads, and a slow one then holds a worker.",
+            "At 1 GiB a pod streams further uploads with a length, and a slow one then holds a worker.",
             "bytes",
             [
                 query(

@@ -133,7 +133,7 @@ impl Metrics {
         let upstream_body_buffer_bytes = Gauge::default();
         registry.register(
             "upstream_body_buffer_bytes",
-            "Request body bytes buffered in files before a CGI backend takes them (at most 1 GiB; past that, bodies stream)",
+            "Request body bytes buffered in files before a CGI backend takes them (at most 1 GiB; past that, bodies with a length stream)",
             upstream_body_buffer_bytes.clone(),
         );
         let sendfile_bytes = Counter::default();

@@ -272,7 +272,7 @@ pub struct BasicAuth {
     /// The realm shown by browsers.
     #[serde(default = "default_realm")]
     pub realm: String,
-    /// Path of an htpasswd file with bcrypt (`$2y$`) entries, of cost 14 at most (`htpasswd -B -C 12`). A user named on more than one line is left out (denied) until one line is left: which password is theirs would be unclear. Checks run on one thread per CPU; when too many wait, a request is answered 503 with `Retry-After`, not 401.
+    /// Path of an htpasswd file with bcrypt (`$2y$`) entries, of cost 14 at most (`htpasswd -B -C 12`). A user named on more than one line is refused like any bad line (the start fails; on a reload, or for an optional file, the user is left out until one line is left): which password is theirs would be unclear. Checks run on one thread per CPU; when too many wait, a request is answered 503 with `Retry-After`, not 401.
     pub htpasswd: String,
     /// A missing htpasswd file is not an error: every request is denied (401) until it
     /// exists (a Kubernetes Secret created after the pod, through an optional volume),
