@@ -11,6 +11,7 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// Bytes handed to the backend per frame, read back from the file.
 const READ_CHUNK: u64 = 64 * 1024;
@@ -77,9 +78,10 @@ pub static MEMORY: BufferBudget = BufferBudget::new(256 << 20);
 
 static NO_FOLDER_WARNED: AtomicBool = AtomicBool::new(false);
 
-/// A body's bytes in an unnamed file: written as they arrive, then read back in order.
+/// A body's bytes in an unnamed file: written as they arrive (on the blocking pool), then
+/// read back in order.
 pub struct Spill {
-    file: File,
+    file: Arc<File>,
     budget: &'static BufferBudget,
     len: u64,
     read: u64,
@@ -94,7 +96,7 @@ impl Spill {
         }
         match open_unnamed(dir) {
             Ok(file) => Some(Spill {
-                file,
+                file: Arc::new(file),
                 budget,
                 len: 0,
                 read: 0,
@@ -109,10 +111,23 @@ impl Spill {
     }
 
     /// Appends as much of `data` as the budget leaves room for; returns how much that was.
-    /// A full file system counts as a spent budget (0: the rest of the body streams).
-    pub fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+    /// A full file system counts as a spent budget (0: the rest of the body streams). The
+    /// write runs on the blocking pool: one can wait on the disk (dirty-page throttling in
+    /// the pod's memory cgroup), and the worker serves other connections meanwhile.
+    pub async fn write(&mut self, data: &Bytes) -> io::Result<usize> {
         let taken = self.budget.take(data.len() as u64);
-        if let Err(e) = self.file.write_all_at(&data[..taken as usize], self.len) {
+        if taken == 0 {
+            return Ok(0);
+        }
+        let part = data.slice(..taken as usize);
+        let (file, at) = (self.file.clone(), self.len);
+        // Counted before the wait, so that a body dropped meanwhile gives it back.
+        self.len += taken;
+        let written = tokio::task::spawn_blocking(move || file.write_all_at(&part, at))
+            .await
+            .unwrap_or_else(|e| Err(io::Error::other(e)));
+        if let Err(e) = written {
+            self.len -= taken;
             self.budget.give_back(taken);
             let full = matches!(e.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT));
             if full {
@@ -121,7 +136,6 @@ impl Spill {
             }
             return Err(e);
         }
-        self.len += taken;
         Ok(taken as usize)
     }
 
@@ -185,13 +199,14 @@ mod tests {
         Box::leak(Box::new(BufferBudget::new(cap)))
     }
 
-    #[test]
-    fn a_body_goes_back_out_in_order_from_a_file_without_a_name() {
+    #[tokio::test]
+    async fn a_body_goes_back_out_in_order_from_a_file_without_a_name() {
         let dir = tempfile::tempdir().unwrap();
         let body: Vec<u8> = (0..200_000u32).map(|i| (i % 253) as u8).collect();
         let mut spill = Spill::create(dir.path(), budget(1 << 20)).expect("a file");
         for part in body.chunks(7_000) {
-            assert_eq!(spill.write(part).unwrap(), part.len());
+            let part = Bytes::copy_from_slice(part);
+            assert_eq!(spill.write(&part).await.unwrap(), part.len());
         }
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "no name");
         let mut back = Vec::new();
@@ -203,8 +218,8 @@ mod tests {
         assert_eq!(back, body);
     }
 
-    #[test]
-    fn the_budget_counts_bytes_written_and_frees_them_with_the_file() {
+    #[tokio::test]
+    async fn the_budget_counts_bytes_written_and_frees_them_with_the_file() {
         let dir = tempfile::tempdir().unwrap();
         let budget = budget(10_000);
         let mut first = Spill::create(dir.path(), budget).unwrap();
@@ -214,13 +229,24 @@ mod tests {
             0,
             "a file reserves nothing before it is written"
         );
-        assert_eq!(first.write(&[1; 6_000]).unwrap(), 6_000);
-        assert_eq!(second.write(&[2; 6_000]).unwrap(), 4_000, "what is left");
-        assert_eq!(second.write(&[2; 10]).unwrap(), 0, "the budget is spent");
+        assert_eq!(
+            first.write(&Bytes::from(vec![1u8; 6_000])).await.unwrap(),
+            6_000
+        );
+        assert_eq!(
+            second.write(&Bytes::from(vec![2u8; 6_000])).await.unwrap(),
+            4_000,
+            "what is left"
+        );
+        assert_eq!(
+            second.write(&Bytes::from(vec![2u8; 10])).await.unwrap(),
+            0,
+            "the budget is spent"
+        );
         assert_eq!(budget.held(), 10_000);
         drop(first);
         assert_eq!(budget.held(), 4_000, "freed with the file");
-        assert_eq!(second.write(&[2; 10]).unwrap(), 10);
+        assert_eq!(second.write(&Bytes::from(vec![2u8; 10])).await.unwrap(), 10);
         assert_eq!(second.remaining(), 4_010);
         drop(second);
         assert_eq!(budget.held(), 0);

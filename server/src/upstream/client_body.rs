@@ -200,6 +200,7 @@ impl ClientBody {
                         if tail.is_empty() {
                             let written = spill
                                 .write(&data)
+                                .await
                                 .map_err(|e| ClientBodyError::Buffer(e.to_string()))?;
                             data.advance(written);
                         }
