@@ -78,11 +78,29 @@ pub static MEMORY: BufferBudget = BufferBudget::new(256 << 20);
 
 static NO_FOLDER_WARNED: AtomicBool = AtomicBool::new(false);
 
+/// Writes of buffered bodies running at once, for the whole process: a stalled disk then
+/// parks this many blocking threads, not one per upload (and basic auth's bcrypt, on the
+/// same pool, keeps threads); an upload waiting for its turn reads nothing meanwhile.
+static WRITES: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(8);
+
+/// The unnamed file and its share of the budget, given back when the last holder (the
+/// body, or a write still running for a body gone) closes it: when its space is freed.
+struct SpillFile {
+    file: File,
+    budget: &'static BufferBudget,
+    charged: AtomicU64,
+}
+
+impl Drop for SpillFile {
+    fn drop(&mut self) {
+        self.budget.give_back(self.charged.load(Ordering::Acquire));
+    }
+}
+
 /// A body's bytes in an unnamed file: written as they arrive (on the blocking pool), then
 /// read back in order.
 pub struct Spill {
-    file: Arc<File>,
-    budget: &'static BufferBudget,
+    file: Arc<SpillFile>,
     len: u64,
     read: u64,
 }
@@ -96,8 +114,11 @@ impl Spill {
         }
         match open_unnamed(dir) {
             Ok(file) => Some(Spill {
-                file: Arc::new(file),
-                budget,
+                file: Arc::new(SpillFile {
+                    file,
+                    budget,
+                    charged: AtomicU64::new(0),
+                }),
                 len: 0,
                 read: 0,
             }),
@@ -115,20 +136,27 @@ impl Spill {
     /// write runs on the blocking pool: one can wait on the disk (dirty-page throttling in
     /// the pod's memory cgroup), and the worker serves other connections meanwhile.
     pub async fn write(&mut self, data: &Bytes) -> io::Result<usize> {
-        let taken = self.budget.take(data.len() as u64);
+        let budget = self.file.budget;
+        let taken = budget.take(data.len() as u64);
         if taken == 0 {
             return Ok(0);
         }
-        let part = data.slice(..taken as usize);
-        let (file, at) = (self.file.clone(), self.len);
-        // Counted before the wait, so that a body dropped meanwhile gives it back.
-        self.len += taken;
-        let written = tokio::task::spawn_blocking(move || file.write_all_at(&part, at))
-            .await
-            .unwrap_or_else(|e| Err(io::Error::other(e)));
+        // Charged to the file before the wait: a body dropped meanwhile gives it back
+        // when the write running for it has closed the file too.
+        self.file.charged.fetch_add(taken, Ordering::AcqRel);
+        let written = match WRITES.acquire().await {
+            Ok(_turn) => {
+                let part = data.slice(..taken as usize);
+                let (file, at) = (self.file.clone(), self.len);
+                tokio::task::spawn_blocking(move || file.file.write_all_at(&part, at))
+                    .await
+                    .unwrap_or_else(|e| Err(io::Error::other(e)))
+            }
+            Err(closed) => Err(io::Error::other(closed)),
+        };
         if let Err(e) = written {
-            self.len -= taken;
-            self.budget.give_back(taken);
+            self.file.charged.fetch_sub(taken, Ordering::AcqRel);
+            budget.give_back(taken);
             let full = matches!(e.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT));
             if full {
                 warn_buffer_failure("", "the temp directory is full: this upload streams on");
@@ -136,6 +164,7 @@ impl Spill {
             }
             return Err(e);
         }
+        self.len += taken;
         Ok(taken as usize)
     }
 
@@ -148,15 +177,9 @@ impl Spill {
     pub fn read_next(&mut self) -> io::Result<Bytes> {
         let want = self.remaining().min(READ_CHUNK) as usize;
         let mut buf = vec![0u8; want];
-        self.file.read_exact_at(&mut buf, self.read)?;
+        self.file.file.read_exact_at(&mut buf, self.read)?;
         self.read += want as u64;
         Ok(Bytes::from(buf))
-    }
-}
-
-impl Drop for Spill {
-    fn drop(&mut self) {
-        self.budget.give_back(self.len);
     }
 }
 
@@ -249,6 +272,24 @@ mod tests {
         assert_eq!(second.write(&Bytes::from(vec![2u8; 10])).await.unwrap(), 10);
         assert_eq!(second.remaining(), 4_010);
         drop(second);
+        assert_eq!(budget.held(), 0);
+    }
+
+    /// A body dropped while a write for it still runs (the client gone) gives its share
+    /// back when that write has closed the file too: when the space is freed.
+    #[tokio::test]
+    async fn the_share_goes_back_with_the_files_last_holder() {
+        let dir = tempfile::tempdir().unwrap();
+        let budget = budget(10_000);
+        let mut spill = Spill::create(dir.path(), budget).unwrap();
+        assert_eq!(
+            spill.write(&Bytes::from(vec![1u8; 3_000])).await.unwrap(),
+            3_000
+        );
+        let running_write = spill.file.clone();
+        drop(spill);
+        assert_eq!(budget.held(), 3_000, "the file is still open");
+        drop(running_write);
         assert_eq!(budget.held(), 0);
     }
 
