@@ -39,17 +39,10 @@ fn a_sidecar_that_cannot_be_opened_is_left_out_without_reloading_the_file_each_t
     let outside = tempfile::tempdir().unwrap();
     std::fs::write(outside.path().join("a.txt.gz"), "OUTSIDE").unwrap();
     let target = outside.path().join("a.txt.gz");
-    let s = site_with(
-        default_options(),
-        CacheSettings {
-            revalidate: Duration::from_millis(50),
-            ..CacheSettings::default()
-        },
-        |p| {
-            basic(p);
-            std::os::unix::fs::symlink(&target, p.join("a.txt.gz")).unwrap();
-        },
-    );
+    let s = site_revalidating(Duration::from_millis(50), |p| {
+        basic(p);
+        std::os::unix::fs::symlink(&target, p.join("a.txt.gz")).unwrap();
+    });
     let mut req = get("/a.txt");
     req.accept_encoding = Some(b"gzip");
     let first = s.files.respond(&req);
@@ -84,18 +77,11 @@ fn changed_and_deleted_files_are_noticed_after_the_interval() {
 /// (`index.html`) once that appears, at the next revalidation, for the root and a folder.
 #[test]
 fn an_index_file_tried_first_that_appears_later_is_served_after_the_interval() {
-    let s = site_with(
-        default_options(),
-        CacheSettings {
-            revalidate: Duration::from_millis(50),
-            ..CacheSettings::default()
-        },
-        |p| {
-            std::fs::write(p.join("index.htm"), "old root").unwrap();
-            std::fs::create_dir(p.join("docs")).unwrap();
-            std::fs::write(p.join("docs/index.htm"), "old docs").unwrap();
-        },
-    );
+    let s = site_revalidating(Duration::from_millis(50), |p| {
+        std::fs::write(p.join("index.htm"), "old root").unwrap();
+        std::fs::create_dir(p.join("docs")).unwrap();
+        std::fs::write(p.join("docs/index.htm"), "old docs").unwrap();
+    });
     for (path, old) in [("/", "old root"), ("/docs/", "old docs")] {
         assert_eq!(body(&s.files.respond(&get(path))), old.as_bytes());
         assert!(s.files.respond(&get(path)).cache_hit);

@@ -29,16 +29,21 @@ fn site_with(options: StaticOptions, cache: CacheSettings, setup: impl FnOnce(&P
     }
 }
 
-/// The basic site, its cache re-checking files every `revalidate`.
-fn basic_site_revalidating(revalidate: Duration) -> Site {
+/// A site made by `setup`, its cache re-checking files every `revalidate`.
+fn site_revalidating(revalidate: Duration, setup: impl FnOnce(&Path)) -> Site {
     site_with(
         default_options(),
         CacheSettings {
             revalidate,
             ..CacheSettings::default()
         },
-        basic,
+        setup,
     )
+}
+
+/// The basic site, its cache re-checking files every `revalidate`.
+fn basic_site_revalidating(revalidate: Duration) -> Site {
+    site_revalidating(revalidate, basic)
 }
 
 fn default_options() -> StaticOptions {
