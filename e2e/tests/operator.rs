@@ -163,7 +163,10 @@ async fn virtualserver_reconciles_into_a_serving_edge_farm() {
         "content": { "configMap": "site-files" },
         "replicas": 2,
         "resources": { "requests": { "cpu": "20m", "memory": "16Mi" } },
-        "rules": [{ "name": "old", "match": { "prefix": "/old/" }, "action": { "redirect": { "to": "/", "status": 301 } } }]
+        "rules": [
+            { "name": "old", "match": { "prefix": "/old/" }, "action": { "redirect": { "to": "/", "status": 301 } } },
+            { "name": "app", "match": { "prefix": "/app/" }, "action": { "static": { "fallback": "/index.html" } } }
+        ]
     });
     ns.apply::<VirtualServer>(json!({ "metadata": { "name": "site" }, "spec": spec.clone() }))
         .await;
@@ -191,6 +194,11 @@ async fn virtualserver_reconciles_into_a_serving_edge_farm() {
     })
     .await;
     assert_eq!(r.body, "<h1>operated</h1>\n");
+    // A single-page app's route gets the shell; a path no fallback covers is still 404.
+    let shell = Duration::from_secs(10);
+    let r = wait_http(&format!("{url}/app/orders/7"), shell, |r| r.status == 200).await;
+    assert_eq!(r.body, "<h1>operated</h1>\n");
+    wait_http(&format!("{url}/orders/7"), shell, |r| r.status == 404).await;
     let d = ns.api::<Deployment>().get("site").await.unwrap();
     assert_eq!(
         d.owner_references()[0].name,

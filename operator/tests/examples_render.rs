@@ -40,5 +40,8 @@ fn every_example_renders() {
         );
         seen += 1;
     }
-    assert_eq!(seen, 5, "static, thumbnails, PHP, Django and TLS examples");
+    assert_eq!(
+        seen, 6,
+        "static, single-page app, thumbnails, PHP, Django and TLS examples"
+    );
 }

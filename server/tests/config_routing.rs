@@ -493,3 +493,50 @@ fn a_configured_content_length_gives_way_to_the_bodys_over_http2() {
     assert_eq!(lengths, ["8"], "{headers:?}");
     assert_eq!(get_header(&headers, "x-set"), Some("yes"));
 }
+
+/// A single-page app: its client-side routes get the shell, over HTTP/1.1 (the fast path)
+/// and h2c, while files, other rules' misses and other methods answer as before.
+#[test]
+fn a_single_page_apps_routes_get_its_shell_and_nothing_else_does() {
+    let setup = Setup::new(
+        r#"virtual_servers:
+  - name: www
+    default: true
+    root: www
+    error_pages: { 404: /404.html }
+    rules:
+      - match: { prefix: /assets/ }
+        action: { static: {} }
+      - action: { static: { fallback: /index.html } }
+"#,
+    );
+    let srv = Server::run_config(&setup.config_path());
+    let (st, h, body) = get_host(&srv, "www.example.com", "/dashboard/settings", &[]);
+    assert_eq!((st, body.as_slice()), (200, &b"www home"[..]));
+    let etag = get_header(&h, "etag").unwrap().to_owned();
+    let (st, _, body) = get_host(
+        &srv,
+        "www.example.com",
+        "/users/7",
+        &["--http2-prior-knowledge"],
+    );
+    assert_eq!((st, body.as_slice()), (200, &b"www home"[..]));
+    let inm = format!("If-None-Match: {etag}");
+    assert_eq!(
+        get_host(&srv, "www.example.com", "/orders", &["-H", &inm]).0,
+        304
+    );
+    let (st, h, body) = get_host(&srv, "www.example.com", "/orders", &["-I"]);
+    assert_eq!((st, body.len()), (200, 0));
+    assert_eq!(get_header(&h, "content-length"), Some("8"));
+    let (st, _, body) = get_host(&srv, "www.example.com", "/style.css", &[]);
+    assert_eq!((st, body.as_slice()), (200, &b"body{}"[..]));
+    // A missing asset is a real 404, so a broken build shows as one.
+    let (st, _, body) = get_host(&srv, "www.example.com", "/assets/app.js", &[]);
+    assert_eq!(
+        (st, body.as_slice()),
+        (404, &b"<h1>custom not found</h1>"[..])
+    );
+    let (st, _, _) = get_host(&srv, "www.example.com", "/orders", &["-X", "POST"]);
+    assert_eq!(st, 405);
+}

@@ -74,7 +74,7 @@ pub struct RuleMatch {
 pub struct RuleAction {
     /// Serve files from the content.
     #[serde(rename = "static", default, skip_serializing_if = "Option::is_none")]
-    pub static_files: Option<Empty>,
+    pub static_files: Option<StaticFiles>,
     /// Redirect; `to` may use $host, $uri, $request_uri and regex captures.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub redirect: Option<Redirect>,
@@ -98,9 +98,15 @@ pub struct RuleAction {
     pub scgi: Option<CgiRef>,
 }
 
-/// No settings.
+/// Files from the content.
 #[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-pub struct Empty {}
+pub struct StaticFiles {
+    /// A file of the content answered, with 200, to a GET or HEAD for a path that names
+    /// no file or folder: a single-page app's shell (`/index.html`), whose script routes
+    /// the path (nginx's `try_files $uri $uri/ /index.html`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<String>,
+}
 
 /// A redirect.
 #[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]

@@ -113,8 +113,10 @@ impl From<&crd::CgiRef> for config::CgiTarget {
 
 impl From<&crd::RuleAction> for config::Action {
     fn from(a: &crd::RuleAction) -> Self {
-        if a.static_files.is_some() {
-            config::Action::Static {}
+        if let Some(s) = &a.static_files {
+            config::Action::Static {
+                fallback: s.fallback.clone(),
+            }
         } else if let Some(r) = &a.redirect {
             config::Action::Redirect {
                 to: r.to.clone(),

@@ -131,6 +131,31 @@ fn the_servers_validator_rejects_what_the_crd_schema_cannot_see() {
     assert!(e.0.contains("regex"), "{e}");
 }
 
+#[test]
+fn a_single_page_apps_fallback_reaches_the_server_and_a_bad_one_is_refused() {
+    let spec = |fallback: &str| {
+        vs(json!({
+            "hosts": ["a.example"], "content": { "configMap": "s" },
+            "rules": [{ "match": { "prefix": "/app/" }, "action": { "static": { "fallback": fallback } } }]
+        }))
+    };
+    let r = server_config(&spec("/app/index.html")).unwrap();
+    let cfg = skiff_config::parse_yaml(&r.yaml).unwrap();
+    assert_eq!(
+        cfg.virtual_servers[0].rules[0].action,
+        skiff_config::Action::Static {
+            fallback: Some("/app/index.html".into())
+        }
+    );
+    let e = server_config(&spec("/app/../index.html")).unwrap_err();
+    assert!(
+        e.0.contains(
+            "rules[0].action.static.fallback: \"/app/../index.html\" has a \"..\" segment"
+        ),
+        "{e}"
+    );
+}
+
 /// What the CRD leaves out keeps the config crate's defaults (its constructors and
 /// `default_*` functions, which its own tests hold to what its parser fills in).
 #[test]

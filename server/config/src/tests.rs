@@ -18,7 +18,7 @@ fn minimal(extra: &str) -> String {
 fn the_full_example_parses_with_defaults_filled_in() {
     let cfg = parse_yaml(FULL).unwrap();
     assert_eq!(cfg.virtual_servers.len(), 2);
-    assert_eq!(cfg.virtual_servers[0].rules.len(), 8);
+    assert_eq!(cfg.virtual_servers[0].rules.len(), 9);
     assert_eq!(
         cfg.virtual_servers[1].index,
         vec!["index.html", "index.htm"]
@@ -31,6 +31,12 @@ fn the_full_example_parses_with_defaults_filled_in() {
         cfg.virtual_servers[0].rules[3].action,
         Action::Deny { status: 403 }
     ));
+    assert_eq!(
+        cfg.virtual_servers[0].rules[8].action,
+        Action::Static {
+            fallback: Some("/app/index.html".into())
+        }
+    );
 }
 
 #[test]
@@ -126,6 +132,56 @@ fn modifier_mistakes() {
             "line 10 column 39: virtual_servers[0].rules[0].headers.set.Bad Name: \"Bad Name\" is not a header name",
         ]
     );
+}
+
+#[test]
+fn a_fallback_must_name_a_file_under_the_root_as_it_is_on_disk() {
+    let rule = |f: &str| format!("      - action: {{ static: {{ fallback: \"{f}\" }} }}\n");
+    let good = [
+        "/index.html",
+        "/",
+        "/app/",
+        "/.well-known/shell.html",
+        "/a b/ü.html",
+    ];
+    for f in good {
+        assert_eq!(
+            problems(&minimal(&format!("    rules:\n{}", rule(f)))),
+            Vec::<String>::new(),
+            "{f}"
+        );
+    }
+    let bad: String = [
+        "index.html",
+        "/index.html?v=1",
+        "/%69ndex.html",
+        "/app/../index.html",
+        "/./index.html",
+        "/.git/config",
+        "/a\\\\b",
+    ]
+    .iter()
+    .map(|f| rule(f))
+    .collect();
+    let found = problems(&minimal(&format!("    rules:\n{bad}")));
+    let expected = [
+        "\"index.html\" must be a path starting with '/'",
+        "\"/index.html?v=1\" holds '?'; give the file's path under the root as it is on disk, without a query or escapes",
+        "\"/%69ndex.html\" holds '%'",
+        "\"/app/../index.html\" has a \"..\" segment; give the path from the root",
+        "\"/./index.html\" has a \".\" segment",
+        "\"/.git/config\" names a hidden file or folder (\".git\"), which is never served as a fallback",
+        "\"/a\\\\b\" holds '\\\\'",
+    ];
+    assert_eq!(found.len(), expected.len(), "{found:#?}");
+    for (i, (got, want)) in found.iter().zip(expected).enumerate() {
+        assert!(
+            got.contains(&format!(
+                "virtual_servers[0].rules[{i}].action.static.fallback: {want}"
+            )),
+            "{got}"
+        );
+    }
 }
 
 #[test]

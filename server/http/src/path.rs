@@ -58,6 +58,10 @@ impl<'a> CleanPath<'a> {
     pub fn has_trailing_slash(&self) -> bool {
         self.0.ends_with('/')
     }
+    /// The same path, owning its text (to keep one from the configuration).
+    pub fn into_owned(self) -> CleanPath<'static> {
+        CleanPath(Cow::Owned(self.0.into_owned()))
+    }
 }
 
 /// Percent-encodes what a URL path cannot hold as it is (`%`, `?`, `#`, spaces, control

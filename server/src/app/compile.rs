@@ -18,6 +18,7 @@ pub(super) fn compile_rule(
     pools: &HashMap<&str, Arc<Pool>>,
     previous_auth: Option<(&BasicAuth, &Path)>,
     reloading: bool,
+    path_policy: crate::fs::path::PathPolicy,
 ) -> Result<Rule, String> {
     let m = &r.matches;
     let regex = match &m.regex {
@@ -54,7 +55,16 @@ pub(super) fn compile_rule(
     let status =
         |code: u16| StatusCode::from_u16(code).map_err(|_| format!("{at}: bad status {code}"));
     let action = match &r.action {
-        skiff_config::Action::Static {} => Action::Static,
+        skiff_config::Action::Static { fallback } => Action::Static {
+            fallback: match fallback {
+                None => None,
+                Some(f) => Some(
+                    crate::fs::path::clean_request_path(f, path_policy)
+                        .map_err(|e| format!("{at}.action.static.fallback: {f:?}: {e}"))?
+                        .into_owned(),
+                ),
+            },
+        },
         skiff_config::Action::Redirect { to, status: s } => Action::Redirect {
             to: skiff_config::Template::parse(to, captures)
                 .map_err(|e| format!("{at}.action.redirect.to: {e}"))?,

@@ -198,6 +198,7 @@ impl App {
                     &pools,
                     previous_auth,
                     previous.is_some(),
+                    statics.path_policy(),
                 )?);
             }
             for h in &vs.hosts {
@@ -433,7 +434,10 @@ impl App {
             }
         }
         let mut reply = match &rule.action {
-            Action::Static => vh.statics.respond_clean(req, path),
+            Action::Static { fallback: None } => vh.statics.respond_clean(req, path),
+            Action::Static {
+                fallback: Some(shell),
+            } => vh.statics.respond_or_fallback(req, path, shell),
             Action::Redirect { to, status } => {
                 let location = rules::render_location(to, req, path.as_str(), caps);
                 match HeaderValue::from_str(&location) {

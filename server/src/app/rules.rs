@@ -3,6 +3,7 @@
 
 use super::basic_auth::BasicAuth;
 use super::modifiers::{AccessList, CachePolicy, Cors, HeaderOps, RateLimiter};
+use crate::fs::path::CleanPath;
 use crate::http::request::RequestHead;
 use http::{HeaderValue, Method};
 use regex::Regex;
@@ -64,7 +65,10 @@ impl Conditions {
 }
 
 pub enum Action {
-    Static,
+    /// Files from the root; a GET or HEAD for a path that names nothing gets `fallback`.
+    Static {
+        fallback: Option<CleanPath<'static>>,
+    },
     Redirect {
         to: Template,
         status: http::StatusCode,

@@ -79,17 +79,37 @@ impl StaticFiles {
 
     /// Serves an already mapped path.
     pub fn respond_clean(&self, req: &RequestHead<'_>, path: &CleanPath<'_>) -> Reply {
+        self.respond_clean_or(req, path, None)
+    }
+
+    /// Serves a mapped path, or `fallback` for a GET or HEAD of a path that names nothing:
+    /// a single-page app's shell, whose script routes the path itself.
+    pub fn respond_or_fallback(
+        &self,
+        req: &RequestHead<'_>,
+        path: &CleanPath<'_>,
+        fallback: &CleanPath<'_>,
+    ) -> Reply {
+        self.respond_clean_or(req, path, Some(fallback))
+    }
+
+    #[inline]
+    fn respond_clean_or(
+        &self,
+        req: &RequestHead<'_>,
+        path: &CleanPath<'_>,
+        fallback: Option<&CleanPath<'_>>,
+    ) -> Reply {
         let safe = match req.method {
             Method::GET | Method::HEAD => true,
             Method::OPTIONS => return Reply::new(StatusCode::NO_CONTENT).header(ALLOW, ALLOWED),
             _ => return Reply::error(StatusCode::METHOD_NOT_ALLOWED).header(ALLOW, ALLOWED),
         };
-        let found = match self.cache.lookup(
-            &self.root,
-            path.as_str(),
-            path.relative(),
-            path.has_trailing_slash(),
-        ) {
+        let (path, found) = match (self.lookup(path), fallback) {
+            (Ok(Lookup::NotFound), Some(shell)) => (shell, self.lookup(shell)),
+            (found, _) => (path, found),
+        };
+        let found = match found {
             Ok(f) => f,
             Err(e) => {
                 tracing::warn!(path = path.as_str(), error = %e, "file lookup failed");
@@ -143,6 +163,15 @@ impl StaticFiles {
             Lookup::Directory(_) | Lookup::Forbidden => Reply::error(StatusCode::FORBIDDEN),
             Lookup::NotFound => Reply::error(StatusCode::NOT_FOUND),
         }
+    }
+
+    fn lookup(&self, path: &CleanPath<'_>) -> std::io::Result<Lookup> {
+        self.cache.lookup(
+            &self.root,
+            path.as_str(),
+            path.relative(),
+            path.has_trailing_slash(),
+        )
     }
 
     fn file_reply(

@@ -96,7 +96,11 @@ pub struct HeaderMatch {
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum Action {
     /// Serve files from the virtual server's root.
-    Static {},
+    Static {
+        /// A file under the root answered, with 200, to a GET or HEAD for a path that names no file or folder: the history-API fallback of a single-page app (nginx's `try_files $uri $uri/ /index.html`), e.g. `/index.html`. A folder's index is served for a path ending in `/`. Other answers are unchanged: an existing folder without an index, a forbidden file, other methods.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        fallback: Option<String>,
+    },
     /// Redirect. `to` may use `$1`..`$9` (regex captures), `$host` (the request's host name, lower-cased, without the port), `$scheme` (`https` over TLS, else `http`), `$request_uri` (path and query as received), `$uri` (the cleaned path the rules matched, percent-encoded) and `$args` (query). A target that starts with a variable keeps to this site: a leading `//` it renders becomes `/`.
     Redirect {
         /// The Location template.

@@ -9,6 +9,38 @@ use std::collections::HashMap;
 /// written.
 const MAX_CACHE_AGE: u64 = 10 * 365 * 24 * 3600;
 
+/// A fallback is a file path under the root, written as it is on disk: it is never
+/// percent-decoded, and what the request path cleaner would refuse is refused here.
+fn check_fallback(path: &str) -> Result<(), String> {
+    if !path.starts_with('/') {
+        return Err(format!("{path:?} must be a path starting with '/'"));
+    }
+    if let Some(ch) = path
+        .chars()
+        .find(|ch| ch.is_control() || matches!(ch, '?' | '#' | '%' | '\\'))
+    {
+        return Err(format!(
+            "{path:?} holds {ch:?}; give the file's path under the root as it is on disk, without a query or escapes"
+        ));
+    }
+    for segment in path.split('/').skip(1) {
+        match segment {
+            "." | ".." => {
+                return Err(format!(
+                    "{path:?} has a {segment:?} segment; give the path from the root"
+                ))
+            }
+            s if s.starts_with('.') && s != ".well-known" => {
+                return Err(format!(
+                    "{path:?} names a hidden file or folder ({s:?}), which is never served as a fallback"
+                ))
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 pub(super) fn check_rule(
     c: &mut Checker,
     p: &str,
@@ -62,7 +94,14 @@ pub(super) fn check_rule(
     }
 
     match &rule.action {
-        Action::Static {} => {}
+        Action::Static { fallback: None } => {}
+        Action::Static {
+            fallback: Some(path),
+        } => {
+            if let Err(e) = check_fallback(path) {
+                c.fail(format!("{p}.action.static.fallback"), e);
+            }
+        }
         Action::Redirect { to, status } => {
             if ![301, 302, 303, 307, 308].contains(status) {
                 c.fail(

@@ -8,6 +8,7 @@ use std::time::{Duration, SystemTime};
 
 mod caching;
 mod compression;
+mod fallback;
 mod serving;
 
 struct Site {
