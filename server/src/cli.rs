@@ -168,6 +168,14 @@ pub struct ServeArgs {
     /// Generate an HTML listing for directories without an index file.
     #[arg(long, env = "SKIFF_LISTING")]
     pub listing: bool,
+    /// A single-page app: GET and HEAD of a path that names no file or folder get this
+    /// file, e.g. /index.html (nginx's try_files $uri $uri/ /index.html).
+    #[arg(long, value_name = "PATH", env = "SKIFF_FALLBACK")]
+    pub fallback: Option<String>,
+    /// Pretty URLs of static exports: a path that names no file is tried with .html
+    /// appended (/about serves /about.html).
+    #[arg(long, env = "SKIFF_HTML_EXTENSION")]
+    pub html_extension: bool,
     /// Serve files whose names start with a dot (.well-known is always served).
     #[arg(long, env = "SKIFF_HIDDEN_FILES")]
     pub hidden_files: bool,
@@ -332,13 +340,25 @@ impl ServeArgs {
                 tls: None,
                 hsts: None,
                 https_redirect: self.https_redirect,
-                rules: vec![],
+                rules: match (&self.fallback, self.html_extension) {
+                    (None, false) => vec![],
+                    (fallback, html_extension) => {
+                        vec![skiff_config::Rule::new(skiff_config::Action::Static {
+                            html_extension,
+                            fallback: fallback.clone(),
+                        })]
+                    }
+                },
             }],
             pools: vec![],
         };
         let issues = skiff_config::validate(&cfg);
         if let Some(i) = issues.first() {
-            return Err(ConfigError::Flag(format!("{}: {}", i.path, i.message)));
+            let flag = match i.path.as_str() {
+                "virtual_servers[0].rules[0].action.static.fallback" => "--fallback",
+                path => path,
+            };
+            return Err(ConfigError::Flag(format!("{flag}: {}", i.message)));
         }
         Ok((cfg, ServeOverrides { cache_control }, self.tuning))
     }

@@ -494,8 +494,9 @@ fn a_configured_content_length_gives_way_to_the_bodys_over_http2() {
     assert_eq!(get_header(&headers, "x-set"), Some("yes"));
 }
 
-/// A single-page app: its client-side routes get the shell, over HTTP/1.1 (the fast path)
-/// and h2c, while files, other rules' misses and other methods answer as before.
+/// A single-page app: its pages by their names without .html, its client-side routes get
+/// the shell, over HTTP/1.1 (the fast path) and h2c, while files, other rules' misses and
+/// other methods answer as before.
 #[test]
 fn a_single_page_apps_routes_get_its_shell_and_nothing_else_does() {
     let setup = Setup::new(
@@ -507,10 +508,14 @@ fn a_single_page_apps_routes_get_its_shell_and_nothing_else_does() {
     rules:
       - match: { prefix: /assets/ }
         action: { static: {} }
-      - action: { static: { fallback: /index.html } }
+      - action: { static: { html_extension: true, fallback: /index.html } }
 "#,
     );
+    std::fs::write(setup.dir.path().join("www/about.html"), "about page").unwrap();
     let srv = Server::run_config(&setup.config_path());
+    // A static export's page by its name without .html, before the shell.
+    let (st, _, body) = get_host(&srv, "www.example.com", "/about", &[]);
+    assert_eq!((st, body.as_slice()), (200, &b"about page"[..]));
     let (st, h, body) = get_host(&srv, "www.example.com", "/dashboard/settings", &[]);
     assert_eq!((st, body.as_slice()), (200, &b"www home"[..]));
     let etag = get_header(&h, "etag").unwrap().to_owned();
@@ -539,4 +544,41 @@ fn a_single_page_apps_routes_get_its_shell_and_nothing_else_does() {
     );
     let (st, _, _) = get_host(&srv, "www.example.com", "/orders", &["-X", "POST"]);
     assert_eq!(st, 405);
+    // Paths refused before any rule stay refused: a hidden file is absent, not the shell.
+    let (st, _, body) = get_host(&srv, "www.example.com", "/.env", &[]);
+    assert_eq!(
+        (st, body.as_slice()),
+        (404, &b"<h1>custom not found</h1>"[..])
+    );
+}
+
+/// `skiff serve` takes the same two settings as flags, and refuses a bad fallback by its
+/// flag's name.
+#[test]
+fn serve_flags_give_the_fallback_and_pretty_urls() {
+    let site = sample_site();
+    std::fs::write(site.path().join("about.html"), "about page").unwrap();
+    let srv = Server::start(
+        site.path(),
+        &["--fallback", "/index.html", "--html-extension"],
+    );
+    assert_eq!(curl(&[&srv.url("/about")]).stdout, b"about page");
+    assert_eq!(curl(&[&srv.url("/cart/3")]).stdout, b"<h1>home</h1>\n");
+    assert_eq!(curl(&[&srv.url("/docs/")]).stdout, b"<h1>docs</h1>\n");
+    let out = Command::new(env!("CARGO_BIN_EXE_skiff"))
+        .args([
+            "serve",
+            &site.path().to_string_lossy(),
+            "--fallback",
+            "index.html",
+        ])
+        .args(["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--fallback: \"index.html\" must be a path starting with '/'"),
+        "{stderr}"
+    );
 }

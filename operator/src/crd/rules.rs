@@ -100,10 +100,18 @@ pub struct RuleAction {
 
 /// Files from the content.
 #[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct StaticFiles {
-    /// A file of the content answered, with 200, to a GET or HEAD for a path that names
-    /// no file or folder: a single-page app's shell (`/index.html`), whose script routes
-    /// the path (nginx's `try_files $uri $uri/ /index.html`).
+    /// A path that names no file is tried with `.html` appended, before a folder's
+    /// redirect and the fallback: `/about` serves `/about.html` (Next.js and SvelteKit
+    /// static exports; nginx's `try_files $uri $uri.html $uri/`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub html_extension: bool,
+    /// A file of the content answered to a GET or HEAD for a path that names no file or
+    /// folder: a single-page app's shell (`/index.html`), whose script routes the path
+    /// (nginx's `try_files $uri $uri/ /index.html`); ending in `/`, that folder's index.
+    /// Written as the path on disk, from `/`: no `%`, `?`, `#`, dot segments or hidden
+    /// names.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fallback: Option<String>,
 }

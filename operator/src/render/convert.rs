@@ -115,6 +115,7 @@ impl From<&crd::RuleAction> for config::Action {
     fn from(a: &crd::RuleAction) -> Self {
         if let Some(s) = &a.static_files {
             config::Action::Static {
+                html_extension: s.html_extension,
                 fallback: s.fallback.clone(),
             }
         } else if let Some(r) = &a.redirect {

@@ -132,11 +132,11 @@ fn the_servers_validator_rejects_what_the_crd_schema_cannot_see() {
 }
 
 #[test]
-fn a_single_page_apps_fallback_reaches_the_server_and_a_bad_one_is_refused() {
+fn static_misses_reach_the_server_and_a_bad_fallback_is_refused() {
     let spec = |fallback: &str| {
         vs(json!({
             "hosts": ["a.example"], "content": { "configMap": "s" },
-            "rules": [{ "match": { "prefix": "/app/" }, "action": { "static": { "fallback": fallback } } }]
+            "rules": [{ "match": { "prefix": "/app/" }, "action": { "static": { "fallback": fallback, "htmlExtension": true } } }]
         }))
     };
     let r = server_config(&spec("/app/index.html")).unwrap();
@@ -144,6 +144,7 @@ fn a_single_page_apps_fallback_reaches_the_server_and_a_bad_one_is_refused() {
     assert_eq!(
         cfg.virtual_servers[0].rules[0].action,
         skiff_config::Action::Static {
+            html_extension: true,
             fallback: Some("/app/index.html".into())
         }
     );

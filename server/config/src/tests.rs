@@ -34,7 +34,15 @@ fn the_full_example_parses_with_defaults_filled_in() {
     assert_eq!(
         cfg.virtual_servers[0].rules[8].action,
         Action::Static {
+            html_extension: false,
             fallback: Some("/app/index.html".into())
+        }
+    );
+    assert_eq!(
+        cfg.virtual_servers[1].rules[0].action,
+        Action::Static {
+            html_extension: true,
+            fallback: None
         }
     );
 }
@@ -159,6 +167,7 @@ fn a_fallback_must_name_a_file_under_the_root_as_it_is_on_disk() {
         "/./index.html",
         "/.git/config",
         "/a\\\\b",
+        "/..;x/index.html",
     ]
     .iter()
     .map(|f| rule(f))
@@ -171,7 +180,8 @@ fn a_fallback_must_name_a_file_under_the_root_as_it_is_on_disk() {
         "\"/app/../index.html\" has a \"..\" segment; give the path from the root",
         "\"/./index.html\" has a \".\" segment",
         "\"/.git/config\" names a hidden file or folder (\".git\"), which is never served as a fallback",
-        "\"/a\\\\b\" holds '\\\\'",
+        "\"/a\\\\b\" holds '\\\\', which no request path can name",
+        "\"/..;x/index.html\" has a dot segment with parameters (\"..;x\"), which no request path can name",
     ];
     assert_eq!(found.len(), expected.len(), "{found:#?}");
     for (i, (got, want)) in found.iter().zip(expected).enumerate() {
@@ -330,6 +340,7 @@ fn constructed_models_match_what_the_parser_fills_in() {
         Action::Return { content_type, .. } => assert_eq!(*content_type, default_return_type()),
         other => panic!("{other:?}"),
     }
+    assert_eq!(rules[1], Rule::new(rules[1].action.clone()));
 }
 
 #[test]

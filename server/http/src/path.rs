@@ -62,6 +62,15 @@ impl<'a> CleanPath<'a> {
     pub fn into_owned(self) -> CleanPath<'static> {
         CleanPath(Cow::Owned(self.0.into_owned()))
     }
+    /// The path with `suffix` appended to its last segment (`/about` and `.html` give
+    /// `/about.html`), or `None` for a path ending in '/', whose last segment is empty.
+    /// The suffix is taken as it is: it must hold no '/' and not make a dot segment.
+    pub fn with_suffix(&self, suffix: &str) -> Option<CleanPath<'static>> {
+        if self.has_trailing_slash() || suffix.contains('/') {
+            return None;
+        }
+        Some(CleanPath(Cow::Owned(format!("{}{suffix}", self.0))))
+    }
 }
 
 /// Percent-encodes what a URL path cannot hold as it is (`%`, `?`, `#`, spaces, control

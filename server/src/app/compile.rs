@@ -4,6 +4,7 @@
 use super::basic_auth::BasicAuth;
 use super::modifiers::{AccessList, CachePolicy, Cors, HeaderOps, RateLimiter};
 use super::rules::{Action, AuthOrigin, BandwidthLimits, Conditions, Rule};
+use crate::static_files::Misses;
 use crate::upstream::pool::Pool;
 use bytes::Bytes;
 use http::{HeaderName, HeaderValue, Method, StatusCode};
@@ -55,14 +56,23 @@ pub(super) fn compile_rule(
     let status =
         |code: u16| StatusCode::from_u16(code).map_err(|_| format!("{at}: bad status {code}"));
     let action = match &r.action {
-        skiff_config::Action::Static { fallback } => Action::Static {
-            fallback: match fallback {
-                None => None,
-                Some(f) => Some(
-                    crate::fs::path::clean_request_path(f, path_policy)
-                        .map_err(|e| format!("{at}.action.static.fallback: {f:?}: {e}"))?
-                        .into_owned(),
-                ),
+        skiff_config::Action::Static {
+            html_extension,
+            fallback,
+        } => Action::Static {
+            misses: match (html_extension, fallback) {
+                (false, None) => None,
+                (_, f) => Some(Box::new(Misses {
+                    html_extension: *html_extension,
+                    fallback: match f {
+                        None => None,
+                        Some(f) => Some(
+                            crate::fs::path::clean_request_path(f, path_policy)
+                                .map_err(|e| format!("{at}.action.static.fallback: {f:?}: {e}"))?
+                                .into_owned(),
+                        ),
+                    },
+                })),
             },
         },
         skiff_config::Action::Redirect { to, status: s } => Action::Redirect {

@@ -5,6 +5,7 @@
 
 mod basic_auth;
 mod compile;
+mod error_pages;
 mod htpasswd_sources;
 mod modifiers;
 mod rules;
@@ -17,7 +18,7 @@ use crate::http::request::RequestHead;
 use crate::static_files::{clean_path_or_reply, StaticFiles, StaticOptions};
 use basic_auth::BasicAuth;
 pub use htpasswd_sources::htpasswd_files;
-use http::{HeaderValue, Method, StatusCode};
+use http::{HeaderValue, StatusCode};
 use ipnet::IpNet;
 use rules::{Action, BandwidthLimits, Rule};
 use skiff_config::{Config, HostPattern, UnknownHost};
@@ -201,6 +202,7 @@ impl App {
                     statics.path_policy(),
                 )?);
             }
+            warn_of_fallbacks(&statics, &rules, &vs.name);
             for h in &vs.hosts {
                 match HostPattern::parse(h)
                     .map_err(|e| format!("virtual_servers[{i}].hosts: {e}"))?
@@ -434,10 +436,10 @@ impl App {
             }
         }
         let mut reply = match &rule.action {
-            Action::Static { fallback: None } => vh.statics.respond_clean(req, path),
+            Action::Static { misses: None } => vh.statics.respond_clean(req, path),
             Action::Static {
-                fallback: Some(shell),
-            } => vh.statics.respond_or_fallback(req, path, shell),
+                misses: Some(misses),
+            } => vh.statics.respond_or_try(req, path, misses),
             Action::Redirect { to, status } => {
                 let location = rules::render_location(to, req, path.as_str(), caps);
                 match HeaderValue::from_str(&location) {
@@ -472,53 +474,24 @@ impl App {
         }
         Applied::Reply(reply)
     }
+}
 
-    /// Replaces an error's body with the virtual server's page for that status, if any.
-    // Inline, with the page lookup apart: most replies pass through untouched, and a call
-    // would move the whole reply in and out.
-    #[inline]
-    fn error_page(&self, vh: &VirtualHost, req: &RequestHead<'_>, reply: Reply) -> Reply {
-        if reply.status.as_u16() < 400 || vh.error_pages.is_empty() {
-            return reply;
+/// Logs each `static` fallback that serves no file now. Not an error: a root filled
+/// after start, or a deploy mid-way, may hold it by the first request.
+fn warn_of_fallbacks(statics: &StaticFiles, rules: &[Rule], vhost: &str) {
+    for (i, rule) in rules.iter().enumerate() {
+        if let Action::Static { misses: Some(m) } = &rule.action {
+            if let Some(shell) = &m.fallback {
+                if let Some(why) = statics.serves_no_file(shell) {
+                    tracing::warn!(
+                        virtual_server = vhost,
+                        rule = i,
+                        fallback = shell.as_str(),
+                        "the rule's static fallback {why}"
+                    );
+                }
+            }
         }
-        self.custom_error_page(vh, req, reply)
-    }
-
-    /// `error_page` for an error status on a virtual server with error pages.
-    #[inline(never)]
-    fn custom_error_page(&self, vh: &VirtualHost, req: &RequestHead<'_>, reply: Reply) -> Reply {
-        let Some(page) = vh.error_pages.get(&reply.status.as_u16()) else {
-            return reply;
-        };
-        let page_req = RequestHead {
-            method: Method::GET,
-            target: page,
-            path: page,
-            peer: req.peer,
-            ..Default::default()
-        };
-        let found = vh.statics.respond(&page_req);
-        if found.status != StatusCode::OK {
-            return reply;
-        }
-        let ctype = found
-            .header_fields()
-            .find(|(n, _)| n == http::header::CONTENT_TYPE)
-            .map(|(_, v)| v.clone())
-            .unwrap_or(HeaderValue::from_static("text/html; charset=utf-8"));
-        let body = match found.body {
-            Body::Bytes(b) | Body::Mirrored(b, _) => Body::Bytes(b),
-            other => other,
-        };
-        let mut out = Reply::new(reply.status);
-        out.headers = reply
-            .headers
-            .into_iter()
-            .filter(|(n, _)| n != http::header::CONTENT_TYPE)
-            .collect();
-        out.headers.push((http::header::CONTENT_TYPE, ctype));
-        out.body = body;
-        out
     }
 }
 

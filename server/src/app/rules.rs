@@ -3,8 +3,8 @@
 
 use super::basic_auth::BasicAuth;
 use super::modifiers::{AccessList, CachePolicy, Cors, HeaderOps, RateLimiter};
-use crate::fs::path::CleanPath;
 use crate::http::request::RequestHead;
+use crate::static_files::Misses;
 use http::{HeaderValue, Method};
 use regex::Regex;
 use skiff_config::{Piece, Template};
@@ -65,9 +65,9 @@ impl Conditions {
 }
 
 pub enum Action {
-    /// Files from the root; a GET or HEAD for a path that names nothing gets `fallback`.
+    /// Files from the root, and what a path that names nothing tries, if anything.
     Static {
-        fallback: Option<CleanPath<'static>>,
+        misses: Option<Box<Misses>>,
     },
     Redirect {
         to: Template,

@@ -34,6 +34,16 @@ pub struct StaticOptions {
     pub compression: Option<Arc<CompressionPolicy>>,
 }
 
+/// What a `static` rule tries for a GET or HEAD whose path names nothing, in this order.
+#[derive(Debug, Default)]
+pub struct Misses {
+    /// The path with `.html` appended, also before a folder's redirect (`/about` is
+    /// `/about.html`, as static exports name their pages).
+    pub html_extension: bool,
+    /// A single-page app's shell, whose script routes the path itself.
+    pub fallback: Option<CleanPath<'static>>,
+}
+
 pub struct StaticFiles {
     cache: Arc<FileCache>,
     root: Arc<CacheRoot>,
@@ -82,15 +92,15 @@ impl StaticFiles {
         self.respond_clean_or(req, path, None)
     }
 
-    /// Serves a mapped path, or `fallback` for a GET or HEAD of a path that names nothing:
-    /// a single-page app's shell, whose script routes the path itself.
-    pub fn respond_or_fallback(
+    /// Serves a mapped path, or for a GET or HEAD of a path that names nothing, what
+    /// `misses` tries.
+    pub fn respond_or_try(
         &self,
         req: &RequestHead<'_>,
         path: &CleanPath<'_>,
-        fallback: &CleanPath<'_>,
+        misses: &Misses,
     ) -> Reply {
-        self.respond_clean_or(req, path, Some(fallback))
+        self.respond_clean_or(req, path, Some(misses))
     }
 
     #[inline]
@@ -98,15 +108,28 @@ impl StaticFiles {
         &self,
         req: &RequestHead<'_>,
         path: &CleanPath<'_>,
-        fallback: Option<&CleanPath<'_>>,
+        misses: Option<&Misses>,
     ) -> Reply {
         let safe = match req.method {
             Method::GET | Method::HEAD => true,
             Method::OPTIONS => return Reply::new(StatusCode::NO_CONTENT).header(ALLOW, ALLOWED),
             _ => return Reply::error(StatusCode::METHOD_NOT_ALLOWED).header(ALLOW, ALLOWED),
         };
-        let (path, found) = match (self.lookup(path), fallback) {
-            (Ok(Lookup::NotFound), Some(shell)) => (shell, self.lookup(shell)),
+        let page;
+        let asked = path;
+        let (path, found) = match (self.lookup(path), misses) {
+            (found @ Ok(Lookup::NotFound | Lookup::RedirectToSlash), Some(m)) => {
+                page = m
+                    .html_extension
+                    .then(|| path.with_suffix(".html"))
+                    .flatten();
+                let tried = page.as_ref().map(|p| (p, self.lookup(p)));
+                match (tried, found, &m.fallback) {
+                    (Some((p, html @ Ok(Lookup::File(..)))), _, _) => (p, html),
+                    (_, Ok(Lookup::NotFound), Some(shell)) => (shell, self.lookup(shell)),
+                    (_, found, _) => (path, found),
+                }
+            }
             (found, _) => (path, found),
         };
         let found = match found {
@@ -121,8 +144,9 @@ impl StaticFiles {
                 let made = std::cell::Cell::new(false);
                 let mut reply = self.file_reply(req, path.as_str(), &entry, safe, &made);
                 // A compressed form made for this request missed its own entry (and took
-                // the time a compression takes: the exchange is timed as a miss).
-                reply.cache_hit = hit == Hit::Hit && !made.get();
+                // the time a compression takes: the exchange is timed as a miss), as did
+                // a path that named nothing before its page or fallback was found.
+                reply.cache_hit = hit == Hit::Hit && !made.get() && std::ptr::eq(path, asked);
                 reply
             }
             Lookup::RedirectToSlash => {
@@ -162,6 +186,21 @@ impl StaticFiles {
             }
             Lookup::Directory(_) | Lookup::Forbidden => Reply::error(StatusCode::FORBIDDEN),
             Lookup::NotFound => Reply::error(StatusCode::NOT_FOUND),
+        }
+    }
+
+    /// Why `path` serves no file now, if it does not: a fallback checked at load, so a
+    /// typo shows in the log rather than as every client-side route's 404.
+    pub fn serves_no_file(&self, path: &CleanPath<'_>) -> Option<&'static str> {
+        match self.lookup(path) {
+            Ok(Lookup::File(..)) => None,
+            Ok(Lookup::NotFound) => Some("names no file under the root"),
+            Ok(Lookup::RedirectToSlash) => {
+                Some("names a folder: end it with '/' to serve the folder's index")
+            }
+            Ok(Lookup::Directory(_)) => Some("names a folder without an index file"),
+            Ok(Lookup::Forbidden) => Some("is refused (a symlink out of the root)"),
+            Err(_) => Some("cannot be read"),
         }
     }
 

@@ -44,6 +44,25 @@ pub struct Rule {
     pub https_redirect: Option<bool>,
 }
 
+impl Rule {
+    /// A rule for every request, with no modifiers: what the parser gives for `action` alone.
+    pub fn new(action: Action) -> Rule {
+        Rule {
+            name: None,
+            matches: Match::default(),
+            action,
+            headers: None,
+            cache: None,
+            cors: None,
+            basic_auth: None,
+            access: None,
+            rate_limit: None,
+            bandwidth: None,
+            https_redirect: None,
+        }
+    }
+}
+
 /// Traffic shaping, in bytes per second.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -97,7 +116,10 @@ pub struct HeaderMatch {
 pub enum Action {
     /// Serve files from the virtual server's root.
     Static {
-        /// A file under the root answered, with 200, to a GET or HEAD for a path that names no file or folder: the history-API fallback of a single-page app (nginx's `try_files $uri $uri/ /index.html`), e.g. `/index.html`. A folder's index is served for a path ending in `/`. Other answers are unchanged: an existing folder without an index, a forbidden file, other methods.
+        /// A path that names no file is tried with `.html` appended, before a folder's redirect and the fallback: `/about` serves `/about.html` (the pretty URLs of Next.js and SvelteKit static exports; nginx's `try_files $uri $uri.html $uri/`). Not for paths ending in `/`.
+        #[serde(default, skip_serializing_if = "is_false")]
+        html_extension: bool,
+        /// A file under the root answered to a GET or HEAD whose path names no file or folder, as that file's own answer (200, or 304 and 206 by its ETag): the history-API fallback of a single-page app (nginx's `try_files $uri $uri/ /index.html`), e.g. `/index.html`; a value ending in `/` serves that folder's index. Written as the path on disk: no `%`, `?`, `#`, dot segments or hidden names. Unchanged: paths refused before any rule (hidden, malformed), a folder without an index, a refused symlink, other methods. Under a catch-all rule a missing `/favicon.ico` gets the page too, as with nginx; a plain `static` rule above it for `/assets/` keeps real 404s there. A fallback that serves no file when the configuration loads is logged.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         fallback: Option<String>,
     },

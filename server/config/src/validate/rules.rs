@@ -15,12 +15,14 @@ fn check_fallback(path: &str) -> Result<(), String> {
     if !path.starts_with('/') {
         return Err(format!("{path:?} must be a path starting with '/'"));
     }
-    if let Some(ch) = path
-        .chars()
-        .find(|ch| ch.is_control() || matches!(ch, '?' | '#' | '%' | '\\'))
-    {
+    if let Some(ch) = path.chars().find(|ch| matches!(ch, '?' | '#' | '%')) {
         return Err(format!(
             "{path:?} holds {ch:?}; give the file's path under the root as it is on disk, without a query or escapes"
+        ));
+    }
+    if let Some(ch) = path.chars().find(|ch| ch.is_control() || *ch == '\\') {
+        return Err(format!(
+            "{path:?} holds {ch:?}, which no request path can name"
         ));
     }
     for segment in path.split('/').skip(1) {
@@ -28,6 +30,11 @@ fn check_fallback(path: &str) -> Result<(), String> {
             "." | ".." => {
                 return Err(format!(
                     "{path:?} has a {segment:?} segment; give the path from the root"
+                ))
+            }
+            s if s.starts_with(".;") || s.starts_with("..;") => {
+                return Err(format!(
+                    "{path:?} has a dot segment with parameters ({s:?}), which no request path can name"
                 ))
             }
             s if s.starts_with('.') && s != ".well-known" => {
@@ -94,11 +101,8 @@ pub(super) fn check_rule(
     }
 
     match &rule.action {
-        Action::Static { fallback: None } => {}
-        Action::Static {
-            fallback: Some(path),
-        } => {
-            if let Err(e) = check_fallback(path) {
+        Action::Static { fallback, .. } => {
+            if let Some(Err(e)) = fallback.as_deref().map(check_fallback) {
                 c.fail(format!("{p}.action.static.fallback"), e);
             }
         }

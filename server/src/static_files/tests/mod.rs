@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 
 mod caching;
 mod compression;
-mod fallback;
+mod misses;
 mod serving;
 
 struct Site {
