@@ -140,7 +140,7 @@ async fn virtualserver_reconciles_into_a_serving_edge_farm() {
             .unwrap_or_else(|e| panic!("{} refused: {e}", path.display()));
     }
 
-    ns.apply::<ConfigMap>(json!({ "metadata": { "name": "site-files" }, "data": { "index.html": "<h1>operated</h1>\n" } }))
+    ns.apply::<ConfigMap>(json!({ "metadata": { "name": "site-files" }, "data": { "index.html": "<h1>operated</h1>\n", "404.html": "<h1>lost</h1>\n" } }))
         .await;
     // TLS from an issuer, on a cluster without cert-manager: a clear condition, no crash.
     ns.apply::<VirtualServer>(json!({
@@ -161,6 +161,7 @@ async fn virtualserver_reconciles_into_a_serving_edge_farm() {
     let spec = json!({
         "hosts": ["site.example"],
         "content": { "configMap": "site-files" },
+        "errorPages": { "404": "/404.html" },
         "replicas": 2,
         "resources": { "requests": { "cpu": "20m", "memory": "16Mi" } },
         "rules": [
@@ -194,11 +195,13 @@ async fn virtualserver_reconciles_into_a_serving_edge_farm() {
     })
     .await;
     assert_eq!(r.body, "<h1>operated</h1>\n");
-    // A single-page app's route gets the shell; a path no fallback covers is still 404.
+    // A single-page app's route gets the shell; a path no fallback covers is a 404, with
+    // the site's own page.
     let shell = Duration::from_secs(10);
     let r = wait_http(&format!("{url}/app/orders/7"), shell, |r| r.status == 200).await;
     assert_eq!(r.body, "<h1>operated</h1>\n");
-    wait_http(&format!("{url}/orders/7"), shell, |r| r.status == 404).await;
+    let r = wait_http(&format!("{url}/orders/7"), shell, |r| r.status == 404).await;
+    assert_eq!(r.body, "<h1>lost</h1>\n");
     let d = ns.api::<Deployment>().get("site").await.unwrap();
     assert_eq!(
         d.owner_references()[0].name,

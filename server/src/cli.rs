@@ -169,7 +169,8 @@ pub struct ServeArgs {
     #[arg(long, env = "SKIFF_LISTING")]
     pub listing: bool,
     /// A single-page app: GET and HEAD of a path that names no file or folder get this
-    /// file, e.g. /index.html (nginx's try_files $uri $uri/ /index.html).
+    /// file, a path from the root such as /index.html (nginx's try_files $uri $uri/
+    /// /index.html).
     #[arg(long, value_name = "PATH", env = "SKIFF_FALLBACK")]
     pub fallback: Option<String>,
     /// Pretty URLs of static exports: a path that names no file is tried with .html
@@ -520,20 +521,26 @@ fn check(path: &std::path::Path) -> i32 {
             &ServeOverrides::default(),
             None,
         )
-        .and_then(|_| crate::tls::Wanted::from_config(&cfg, &file.base()).check())
-        .map(|_| (cfg, hash))
+        .and_then(|app| {
+            crate::tls::Wanted::from_config(&cfg, &file.base()).check()?;
+            Ok(app.warnings)
+        })
+        .map(|found| (cfg, hash, found))
         .map_err(|message| ConfigError::InvalidFile {
             path: path.to_owned(),
             message,
         })
     });
     match verdict {
-        Ok((cfg, hash)) => {
+        Ok((cfg, hash, found)) => {
             // Read again for the warnings' line numbers; a file that changed in between
             // only loses them.
             let text = std::fs::read_to_string(path).unwrap_or_default();
             for warning in skiff_config::yaml_warnings(&text, &cfg) {
                 eprintln!("{}: warning: {warning}", path.display());
+            }
+            for (at, message) in found {
+                eprintln!("{}: warning: {at}: {message}", path.display());
             }
             println!("{}: ok (hash {hash})", path.display());
             0

@@ -76,6 +76,7 @@ pub fn serve(
         App::build(&cfg, base, hash.clone(), &cache, &roots, &overrides, None)
             .map_err(ConfigError::Invalid)?
     };
+    app.log_warnings();
     let metrics = Metrics::new();
     metrics.config_loaded(&hash, app.htpasswd_entries_left_out());
     let tls = match &settings.tls {

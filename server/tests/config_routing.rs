@@ -408,6 +408,22 @@ fn check_command_warns_about_rules_that_shadow_protected_ones_and_passes() {
     assert!(out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!err.contains("warning"), "{err}");
+    // What only the disk can tell: a fallback that serves no file.
+    let shell = "      - action: { static: { fallback: /app.html } }\n";
+    setup.write_config(&rules(shell, ""));
+    let out = check();
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "skiff.yaml: warning: virtual_servers[0].rules[0].action.static.fallback: \
+             \"/app.html\" names no file under the root"
+        ),
+        "{err}"
+    );
+    std::fs::write(setup.dir.path().join("www/app.html"), "app").unwrap();
+    let out = check();
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("warning"));
 }
 
 /// Bandwidth limits are measured by timing real transfers.

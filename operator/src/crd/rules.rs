@@ -102,9 +102,10 @@ pub struct RuleAction {
 #[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct StaticFiles {
-    /// A path that names no file is tried with `.html` appended, before a folder's
-    /// redirect and the fallback: `/about` serves `/about.html` (Next.js and SvelteKit
-    /// static exports; nginx's `try_files $uri $uri.html $uri/`).
+    /// A GET or HEAD whose path names no file, or a folder without the trailing `/`, is
+    /// tried with `.html` appended, before the folder's redirect and the fallback:
+    /// `/about` serves `/about.html` (Next.js and SvelteKit static exports; nginx's
+    /// `try_files $uri $uri.html $uri/`). Not for paths ending in `/`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub html_extension: bool,
     /// A file of the content answered to a GET or HEAD for a path that names no file or

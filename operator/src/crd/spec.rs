@@ -67,6 +67,10 @@ pub const DEFAULT_REPLICAS: i32 = 2;
     {
         "rule": "has(self.tls) || !has(self.rules) || self.rules.all(r, !has(r.httpsRedirect) || !r.httpsRedirect)",
         "message": "httpsRedirect: true needs spec.tls"
+    },
+    {
+        "rule": "!has(self.errorPages) || self.errorPages.all(code, code.matches('^[45][0-9][0-9]$'))",
+        "message": "errorPages keys are status codes from 400 to 599"
     }
 ]))]
 pub struct VirtualServerSpec {
@@ -104,6 +108,15 @@ pub struct VirtualServerSpec {
     /// On-the-fly compression of text responses (each file version compressed once).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compression: Option<Compression>,
+    /// Pages of the content sent as the body of an error, by status code (nginx's
+    /// `error_page`): `{"404": "/404.html"}`. The status stays the error's; a page that
+    /// is missing leaves the plain error.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("maxProperties" = 32))]
+    pub error_pages: BTreeMap<String, String>,
+    /// An HTML listing for folders without an index file (a downloads volume).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub listing: bool,
     /// Access log format on the pods' stdout.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log_format: Option<LogFormat>,

@@ -13,6 +13,7 @@ mod tests;
 use crate::crd::{Placement, Pool, RuleAction, VirtualServer};
 use kube::ResourceExt;
 use skiff_config as config;
+use std::collections::BTreeMap;
 
 pub use tls::{certificate_dir, vhost_name, HTTPS_PORT};
 
@@ -92,6 +93,8 @@ fn config_model(vs: &VirtualServer) -> Result<config::Config, Invalid> {
         default: true,
         root: SITE_ROOT.into(),
         compression: spec.compression.as_ref().map(Into::into),
+        error_pages: error_pages(&spec.error_pages)?,
+        listing: spec.listing,
         rules: spec.rules.iter().map(Into::into).collect(),
         ..config::VirtualServer::new(name.clone(), SITE_ROOT)
     };
@@ -112,6 +115,20 @@ fn config_model(vs: &VirtualServer) -> Result<config::Config, Invalid> {
         virtual_servers: tls::virtual_servers(vs, virtual_server)?,
         pools: spec.pools.iter().map(|p| pool(p, &name, &ns)).collect(),
     })
+}
+
+/// The CRD's string keys as status codes; the CEL rule refuses others at admission, and
+/// this says which one for an object from before the rule.
+fn error_pages(pages: &BTreeMap<String, String>) -> Result<BTreeMap<u16, String>, Invalid> {
+    pages
+        .iter()
+        .map(|(code, page)| match code.parse::<u16>() {
+            Ok(c) if (400..=599).contains(&c) => Ok((c, page.clone())),
+            _ => Err(Invalid(format!(
+                "spec.errorPages: {code:?} is not a status code from 400 to 599"
+            ))),
+        })
+        .collect()
 }
 
 fn pool_of(action: &RuleAction) -> Option<&str> {

@@ -132,6 +132,27 @@ fn the_servers_validator_rejects_what_the_crd_schema_cannot_see() {
 }
 
 #[test]
+fn error_pages_and_listing_reach_the_server_and_a_bad_code_is_refused() {
+    let spec = |code: &str| {
+        vs(json!({
+            "hosts": ["a.example"], "content": { "configMap": "s" },
+            "errorPages": { code: "/oops.html" }, "listing": true
+        }))
+    };
+    let r = server_config(&spec("404")).unwrap();
+    let cfg = skiff_config::parse_yaml(&r.yaml).unwrap();
+    let site = &cfg.virtual_servers[0];
+    assert_eq!(site.error_pages[&404], "/oops.html");
+    assert!(site.listing);
+    let e = server_config(&spec("299")).unwrap_err();
+    assert_eq!(
+        e.0,
+        "spec.errorPages: \"299\" is not a status code from 400 to 599"
+    );
+    assert!(server_config(&spec("four")).is_err());
+}
+
+#[test]
 fn static_misses_reach_the_server_and_a_bad_fallback_is_refused() {
     let spec = |fallback: &str| {
         vs(json!({

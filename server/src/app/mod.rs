@@ -42,6 +42,9 @@ pub struct App {
     https_port: u16,
     /// The htpasswd files the rules read, which the reload loop watches.
     pub htpasswd_files: Vec<PathBuf>,
+    /// What the build saw on disk that will not serve as configured, as (place,
+    /// message): logged once this generation is live, printed by `skiff check`.
+    pub warnings: Vec<(String, String)>,
 }
 
 impl App {
@@ -163,6 +166,7 @@ impl App {
         let mut exact = HashMap::new();
         let mut wildcards = Vec::new();
         let mut default = None;
+        let mut warnings = Vec::new();
         for (i, vs) in cfg.virtual_servers.iter().enumerate() {
             let root_path = base.join(&vs.root);
             let root = roots
@@ -202,7 +206,7 @@ impl App {
                     statics.path_policy(),
                 )?);
             }
-            warn_of_fallbacks(&statics, &rules, &vs.name);
+            warnings.extend(fallbacks_serving_no_file(&statics, &rules, i));
             for h in &vs.hosts {
                 match HostPattern::parse(h)
                     .map_err(|e| format!("virtual_servers[{i}].hosts: {e}"))?
@@ -244,6 +248,7 @@ impl App {
             unknown_host: cfg.unknown_host,
             trusted_proxies: parse_nets(&cfg.trusted_proxies)?,
             htpasswd_files: htpasswd_files(cfg, base),
+            warnings,
             https_port: cfg.tls.as_ref().map_or(443, |t| {
                 t.public_port.unwrap_or_else(|| {
                     t.listen
@@ -476,21 +481,35 @@ impl App {
     }
 }
 
-/// Logs each `static` fallback that serves no file now. Not an error: a root filled
-/// after start, or a deploy mid-way, may hold it by the first request.
-fn warn_of_fallbacks(statics: &StaticFiles, rules: &[Rule], vhost: &str) {
-    for (i, rule) in rules.iter().enumerate() {
+/// Each `static` fallback that serves no file now, so a typo shows at load rather than
+/// as every client-side route's 404. Not an error: a root a sidecar fills after start
+/// may hold it by the first request.
+fn fallbacks_serving_no_file(
+    statics: &StaticFiles,
+    rules: &[Rule],
+    vhost: usize,
+) -> Vec<(String, String)> {
+    let mut found = Vec::new();
+    for (j, rule) in rules.iter().enumerate() {
         if let Action::Static { misses: Some(m) } = &rule.action {
             if let Some(shell) = &m.fallback {
                 if let Some(why) = statics.serves_no_file(shell) {
-                    tracing::warn!(
-                        virtual_server = vhost,
-                        rule = i,
-                        fallback = shell.as_str(),
-                        "the rule's static fallback {why}"
-                    );
+                    found.push((
+                        format!("virtual_servers[{vhost}].rules[{j}].action.static.fallback"),
+                        format!("{:?} {why}", shell.as_str()),
+                    ));
                 }
             }
+        }
+    }
+    found
+}
+
+impl App {
+    /// Logs `warnings`, once this generation serves.
+    pub fn log_warnings(&self) {
+        for (at, message) in &self.warnings {
+            tracing::warn!(at = at.as_str(), "{message}");
         }
     }
 }

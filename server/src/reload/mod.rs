@@ -97,6 +97,7 @@ pub fn reload_once(
             }) {
                 Ok((app, certs)) => {
                     log_warnings(&cfg);
+                    app.log_warnings();
                     let left_out = app.htpasswd_entries_left_out();
                     shared.app.store(Arc::new(app));
                     if let (Some(tls), Some(certs)) = (&shared.tls, certs) {

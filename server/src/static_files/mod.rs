@@ -116,16 +116,13 @@ impl StaticFiles {
             _ => return Reply::error(StatusCode::METHOD_NOT_ALLOWED).header(ALLOW, ALLOWED),
         };
         let page;
-        let asked = path;
         let (path, found) = match (self.lookup(path), misses) {
             (found @ Ok(Lookup::NotFound | Lookup::RedirectToSlash), Some(m)) => {
-                page = m
-                    .html_extension
-                    .then(|| path.with_suffix(".html"))
-                    .flatten();
+                page = m.html_extension.then(|| self.page_of(path)).flatten();
                 let tried = page.as_ref().map(|p| (p, self.lookup(p)));
                 match (tried, found, &m.fallback) {
-                    (Some((p, html @ Ok(Lookup::File(..)))), _, _) => (p, html),
+                    // A page that fails to read is that error (a logged 500), not the shell.
+                    (Some((p, html @ (Ok(Lookup::File(..)) | Err(_)))), _, _) => (p, html),
                     (_, Ok(Lookup::NotFound), Some(shell)) => (shell, self.lookup(shell)),
                     (_, found, _) => (path, found),
                 }
@@ -144,9 +141,9 @@ impl StaticFiles {
                 let made = std::cell::Cell::new(false);
                 let mut reply = self.file_reply(req, path.as_str(), &entry, safe, &made);
                 // A compressed form made for this request missed its own entry (and took
-                // the time a compression takes: the exchange is timed as a miss), as did
-                // a path that named nothing before its page or fallback was found.
-                reply.cache_hit = hit == Hit::Hit && !made.get() && std::ptr::eq(path, asked);
+                // the time a compression takes: the exchange is timed as a miss). A page
+                // or fallback counts as the file it is.
+                reply.cache_hit = hit == Hit::Hit && !made.get();
                 reply
             }
             Lookup::RedirectToSlash => {
@@ -189,19 +186,29 @@ impl StaticFiles {
         }
     }
 
-    /// Why `path` serves no file now, if it does not: a fallback checked at load, so a
-    /// typo shows in the log rather than as every client-side route's 404.
-    pub fn serves_no_file(&self, path: &CleanPath<'_>) -> Option<&'static str> {
+    /// Why `path` serves no file now, if it does not (a fallback checked at load).
+    pub fn serves_no_file(&self, path: &CleanPath<'_>) -> Option<String> {
         match self.lookup(path) {
             Ok(Lookup::File(..)) => None,
-            Ok(Lookup::NotFound) => Some("names no file under the root"),
+            Ok(Lookup::NotFound) => Some("names no file under the root".into()),
             Ok(Lookup::RedirectToSlash) => {
-                Some("names a folder: end it with '/' to serve the folder's index")
+                Some("names a folder: end it with '/' to serve the folder's index".into())
             }
-            Ok(Lookup::Directory(_)) => Some("names a folder without an index file"),
-            Ok(Lookup::Forbidden) => Some("is refused (a symlink out of the root)"),
-            Err(_) => Some("cannot be read"),
+            Ok(Lookup::Directory(_)) => Some("names a folder without an index file".into()),
+            Ok(Lookup::Forbidden) => Some(
+                "is refused (not readable, not a regular file, or a symlink out of the root)"
+                    .into(),
+            ),
+            Err(e) => Some(format!("cannot be read: {e}")),
         }
+    }
+
+    /// `path` as a page name (`/about` as `/about.html`), unless that names a hidden file
+    /// this site does not serve: only `/.well-known` can become one.
+    fn page_of(&self, path: &CleanPath<'_>) -> Option<CleanPath<'static>> {
+        let page = path.with_suffix(".html")?;
+        let name = page.as_str().rsplit('/').next().unwrap_or_default();
+        (self.options.allow_hidden || !name.starts_with('.')).then_some(page)
     }
 
     fn lookup(&self, path: &CleanPath<'_>) -> std::io::Result<Lookup> {

@@ -116,7 +116,7 @@ pub struct HeaderMatch {
 pub enum Action {
     /// Serve files from the virtual server's root.
     Static {
-        /// A path that names no file is tried with `.html` appended, before a folder's redirect and the fallback: `/about` serves `/about.html` (the pretty URLs of Next.js and SvelteKit static exports; nginx's `try_files $uri $uri.html $uri/`). Not for paths ending in `/`.
+        /// A GET or HEAD whose path names no file, or names a folder without the trailing `/`, is tried with `.html` appended, before the folder's redirect and the fallback: `/about` serves `/about.html` (the pretty URLs of Next.js and SvelteKit static exports; nginx's `try_files $uri $uri.html $uri/`). Not tried: paths ending in `/`, paths refused before any rule, a forbidden file. Each such request costs one failed open before the page, which is then served from the cache.
         #[serde(default, skip_serializing_if = "is_false")]
         html_extension: bool,
         /// A file under the root answered to a GET or HEAD whose path names no file or folder, as that file's own answer (200, or 304 and 206 by its ETag): the history-API fallback of a single-page app (nginx's `try_files $uri $uri/ /index.html`), e.g. `/index.html`; a value ending in `/` serves that folder's index. Written as the path on disk: no `%`, `?`, `#`, dot segments or hidden names. Unchanged: paths refused before any rule (hidden, malformed), a folder without an index, a refused symlink, other methods. Under a catch-all rule a missing `/favicon.ico` gets the page too, as with nginx; a plain `static` rule above it for `/assets/` keeps real 404s there. A fallback that serves no file when the configuration loads is logged.

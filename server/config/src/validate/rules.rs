@@ -20,7 +20,7 @@ fn check_fallback(path: &str) -> Result<(), String> {
             "{path:?} holds {ch:?}; give the file's path under the root as it is on disk, without a query or escapes"
         ));
     }
-    if let Some(ch) = path.chars().find(|ch| ch.is_control() || *ch == '\\') {
+    if let Some(ch) = path.chars().find(|ch| ch.is_ascii_control() || *ch == '\\') {
         return Err(format!(
             "{path:?} holds {ch:?}, which no request path can name"
         ));

@@ -201,6 +201,14 @@ fn a_page_answers_conditionals_as_itself() {
     let direct = s.files.respond(&get("/about.html"));
     let pretty = pretty_get(&s, "/about", None);
     assert_eq!(header(&pretty, "etag"), header(&direct, "etag"));
+    let mut req = get("/about");
+    req.preconditions.if_none_match = header(&direct, "etag").map(str::as_bytes);
+    let misses = Misses {
+        html_extension: true,
+        fallback: None,
+    };
+    let r = s.files.respond_or_try(&req, &clean("/about"), &misses);
+    assert_eq!(r.status, StatusCode::NOT_MODIFIED);
     assert_eq!(
         header(&pretty, "content-type"),
         Some("text/html; charset=utf-8")
@@ -213,14 +221,67 @@ fn a_fallback_that_serves_no_file_is_told_apart_for_the_load_time_warning() {
     let why = |p: &str| s.files.serves_no_file(&clean(p));
     assert_eq!(why("/app/index.html"), None);
     assert_eq!(why("/app/"), None, "a folder's index");
-    assert_eq!(why("/app/typo.html"), Some("names no file under the root"));
     assert_eq!(
-        why("/app"),
+        why("/app/typo.html").as_deref(),
+        Some("names no file under the root")
+    );
+    assert_eq!(
+        why("/app").as_deref(),
         Some("names a folder: end it with '/' to serve the folder's index")
     );
-    assert_eq!(why("/empty/"), Some("names a folder without an index file"));
     assert_eq!(
-        why("/outside"),
-        Some("is refused (a symlink out of the root)")
+        why("/empty/").as_deref(),
+        Some("names a folder without an index file")
     );
+    assert!(why("/outside").unwrap().starts_with("is refused"));
+}
+
+fn odd_pages(p: &Path) {
+    pages(p);
+    // `/.well-known` plus .html is a hidden name, served by no request.
+    std::fs::write(p.join(".well-known.html"), "hidden").unwrap();
+    std::os::unix::fs::symlink("/etc/hostname", p.join("secret.html")).unwrap();
+    std::fs::create_dir(p.join("folder.html")).unwrap();
+}
+
+#[test]
+fn a_page_that_is_hidden_refused_or_a_folder_is_not_served() {
+    let s = site(odd_pages);
+    let shell = Some("/app/index.html");
+    for path in ["/.well-known", "/secret", "/folder"] {
+        assert_eq!(
+            pretty_get(&s, path, None).status,
+            StatusCode::NOT_FOUND,
+            "{path}"
+        );
+        assert_eq!(
+            body(&pretty_get(&s, path, shell)),
+            b"<div id=app></div>",
+            "{path}"
+        );
+    }
+    // A folder without its page still redirects rather than getting the shell.
+    let r = pretty_get(&s, "/docs", shell);
+    assert_eq!(r.status, StatusCode::MOVED_PERMANENTLY);
+    // With hidden files served, the hidden page is too.
+    let open = site_with(
+        StaticOptions {
+            allow_hidden: true,
+            ..default_options()
+        },
+        CacheSettings::default(),
+        odd_pages,
+    );
+    assert_eq!(body(&pretty_get(&open, "/.well-known", None)), b"hidden");
+}
+
+#[test]
+fn a_page_or_shell_counts_as_the_cached_file_it_is() {
+    let s = site(pages);
+    let shell = Some("/app/index.html");
+    // The first answer reads the file; the next ones come from the cache.
+    assert!(!pretty_get(&s, "/about", None).cache_hit);
+    assert!(pretty_get(&s, "/about", None).cache_hit);
+    assert!(!pretty_get(&s, "/route", shell).cache_hit);
+    assert!(pretty_get(&s, "/route", shell).cache_hit);
 }
