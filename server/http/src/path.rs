@@ -116,6 +116,9 @@ pub struct PathPolicy {
 }
 
 /// Decodes and normalizes `raw` (the path part of the request target, without the query).
+// Always inlined: the request path has it in its body, and a second caller (a fallback
+// read from the configuration) would otherwise make it a call there.
+#[inline(always)]
 pub fn clean_request_path(raw: &str, policy: PathPolicy) -> Result<CleanPath<'_>, PathError> {
     if !raw.starts_with('/') {
         return Err(PathError::NotAbsolute);

@@ -34,6 +34,12 @@ pub struct StaticOptions {
     pub compression: Option<Arc<CompressionPolicy>>,
 }
 
+/// The path a miss was answered from.
+enum Tried<'m> {
+    Page(CleanPath<'static>),
+    Shell(&'m CleanPath<'static>),
+}
+
 /// What a `static` rule tries for a GET or HEAD whose path names nothing, in this order.
 #[derive(Debug, Default)]
 pub struct Misses {
@@ -115,20 +121,26 @@ impl StaticFiles {
             Method::OPTIONS => return Reply::new(StatusCode::NO_CONTENT).header(ALLOW, ALLOWED),
             _ => return Reply::error(StatusCode::METHOD_NOT_ALLOWED).header(ALLOW, ALLOWED),
         };
-        let page;
-        let (path, found) = match (self.lookup(path), misses) {
-            (found @ Ok(Lookup::NotFound | Lookup::RedirectToSlash), Some(m)) => {
-                page = m.html_extension.then(|| self.page_of(path)).flatten();
-                let tried = page.as_ref().map(|p| (p, self.lookup(p)));
-                match (tried, found, &m.fallback) {
-                    // A page that fails to read is that error (a logged 500), not the shell.
-                    (Some((p, html @ (Ok(Lookup::File(..)) | Err(_)))), _, _) => (p, html),
-                    (_, Ok(Lookup::NotFound), Some(shell)) => (shell, self.lookup(shell)),
-                    (_, found, _) => (path, found),
-                }
+        // The one lookup of the hot path, inlined here as before misses existed; what a
+        // miss tries is a call, so the answer below stays this function's alone.
+        let mut found = self.cache.lookup(
+            &self.root,
+            path.as_str(),
+            path.relative(),
+            path.has_trailing_slash(),
+        );
+        let mut path = path;
+        let tried;
+        if let (Some(m), Ok(Lookup::NotFound | Lookup::RedirectToSlash)) = (misses, &found) {
+            if let Some((t, f)) = self.try_misses(path, &found, m) {
+                tried = t;
+                path = match &tried {
+                    Tried::Page(page) => page,
+                    Tried::Shell(shell) => shell,
+                };
+                found = f;
             }
-            (found, _) => (path, found),
-        };
+        }
         let found = match found {
             Ok(f) => f,
             Err(e) => {
@@ -203,6 +215,28 @@ impl StaticFiles {
         }
     }
 
+    /// What a GET or HEAD whose path named nothing (or a folder without its slash) gets
+    /// instead, if anything: its page, else the shell.
+    #[cold]
+    #[inline(never)]
+    fn try_misses<'m>(
+        &self,
+        path: &CleanPath<'_>,
+        found: &std::io::Result<Lookup>,
+        m: &'m Misses,
+    ) -> Option<(Tried<'m>, std::io::Result<Lookup>)> {
+        if let Some(page) = m.html_extension.then(|| self.page_of(path)).flatten() {
+            // A page that fails to read is that error (a logged 500), not the shell.
+            if let html @ (Ok(Lookup::File(..)) | Err(_)) = self.lookup(&page) {
+                return Some((Tried::Page(page), html));
+            }
+        }
+        match (found, &m.fallback) {
+            (Ok(Lookup::NotFound), Some(shell)) => Some((Tried::Shell(shell), self.lookup(shell))),
+            _ => None,
+        }
+    }
+
     /// `path` as a page name (`/about` as `/about.html`), unless that names a hidden file
     /// this site does not serve: only `/.well-known` can become one.
     fn page_of(&self, path: &CleanPath<'_>) -> Option<CleanPath<'static>> {
@@ -211,6 +245,8 @@ impl StaticFiles {
         (self.options.allow_hidden || !name.starts_with('.')).then_some(page)
     }
 
+    /// A lookup off the hot path (misses, the load check), a call of its own.
+    #[inline(never)]
     fn lookup(&self, path: &CleanPath<'_>) -> std::io::Result<Lookup> {
         self.cache.lookup(
             &self.root,
