@@ -293,8 +293,7 @@ impl FileCache {
     }
 
     /// Resolves a normalized request path (`/a/b`, or `/dir/` for a directory) in `root`.
-    // Always inlined: the static handler's hot path has it in its body, and its cold
-    // callers (misses, the load check) would otherwise make it a call there too.
+    // Inlined even with cold callers (misses), so the handler's hot path keeps its body.
     #[inline(always)]
     pub fn lookup(
         &self,
