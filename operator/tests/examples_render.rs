@@ -41,7 +41,7 @@ fn every_example_renders() {
         seen += 1;
     }
     assert_eq!(
-        seen, 6,
-        "static, single-page app, thumbnails, PHP, Django and TLS examples"
+        seen, 7,
+        "static, single-page app, thumbnails, PHP, Django, TLS and canary examples"
     );
 }

@@ -16,13 +16,16 @@ pub struct Rule {
     pub matches: RuleMatch,
     /// What happens to the requests the rule takes.
     pub action: RuleAction,
-    /// Response headers to set, add or remove.
+    /// Response headers to set, add or remove on 2xx and 3xx responses, files' and
+    /// backends' alike.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub headers: Option<HeaderChanges>,
-    /// Cache-Control for the responses.
+    /// Cache-Control and Expires for 2xx and 3xx responses; a backend's response keeps
+    /// its own when it sent either.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache: Option<CachePolicy>,
-    /// CORS: answers preflights and adds Access-Control-* headers.
+    /// CORS: answers preflights and adds Access-Control-* headers (in place of a
+    /// backend's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cors: Option<Cors>,
     /// HTTP basic authentication against an htpasswd file kept in a Secret.
@@ -62,16 +65,75 @@ pub struct RuleMatch {
     /// The method is one of these.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub methods: Vec<String>,
+    /// Request headers that must be present, or equal a value (names in any case).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
+    pub headers: Vec<NameValue>,
+    /// Cookies that must be present, or equal a value (names case-sensitive), e.g.
+    /// `{name: canary, value: always}` to pin testers to a new version.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
+    pub cookies: Vec<NameValue>,
 }
 
-/// The handler. Exactly one field is set.
+/// A header or cookie condition.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+pub struct NameValue {
+    /// The name.
+    #[schemars(length(min = 1, max = 256))]
+    pub name: String,
+    /// The exact value; without it, the header or cookie must only be present.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 4096))]
+    pub value: Option<String>,
+}
+
+/// The handler: exactly one of the handlers, or a `split` among them.
 #[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("x-kubernetes-validations" = [{
-    "rule": "[has(self.static), has(self.redirect), has(self.respond), has(self.deny), has(self.proxy), has(self.fastcgi), has(self.uwsgi), has(self.scgi)].exists_one(x, x)",
-    "message": "an action needs exactly one of static, redirect, respond, deny, proxy, fastcgi, uwsgi or scgi"
+    "rule": "[has(self.static), has(self.redirect), has(self.respond), has(self.deny), has(self.proxy), has(self.fastcgi), has(self.uwsgi), has(self.scgi), has(self.split)].exists_one(x, x)",
+    "message": "an action needs exactly one of static, redirect, respond, deny, proxy, fastcgi, uwsgi, scgi or split"
+}, {
+    "rule": "!has(self.split) || self.split.map(t, t.weight).sum() == 100",
+    "message": "the weights of a split must add up to 100"
 }]))]
 pub struct RuleAction {
+    #[serde(flatten)]
+    pub handler: Handler,
+    /// Each request to one of these, drawn at random by weight (percentages adding up
+    /// to 100): a canary (`90`/`10`) or a blue-green switch (`100`/`0`, then `0`/`100`).
+    /// Not sticky: pin testers with an earlier rule matching a cookie or header.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 2, max = 16))]
+    pub split: Option<Vec<SplitTarget>>,
+}
+
+/// One share of a split.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+pub struct SplitTarget {
+    /// The percentage of the rule's requests this action answers; 0 sends it none.
+    #[schemars(range(min = 0, max = 100))]
+    pub weight: u32,
+    /// What answers them: one handler, not another split.
+    pub action: SplitAction,
+}
+
+/// A split target's handler. Exactly one field is set.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "[has(self.static), has(self.redirect), has(self.respond), has(self.deny), has(self.proxy), has(self.fastcgi), has(self.uwsgi), has(self.scgi)].exists_one(x, x)",
+    "message": "a split target needs exactly one of static, redirect, respond, deny, proxy, fastcgi, uwsgi or scgi"
+}]))]
+pub struct SplitAction {
+    #[serde(flatten)]
+    pub handler: Handler,
+}
+
+/// The handlers an action may name.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Handler {
     /// Serve files from the content.
     #[serde(rename = "static", default, skip_serializing_if = "Option::is_none")]
     pub static_files: Option<StaticFiles>,

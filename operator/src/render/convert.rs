@@ -85,7 +85,22 @@ impl From<&crd::RuleMatch> for config::Match {
             regex: m.regex.clone(),
             extensions: m.extensions.clone(),
             methods: m.methods.clone(),
-            headers: vec![],
+            headers: m
+                .headers
+                .iter()
+                .map(|h| config::HeaderMatch {
+                    name: h.name.clone(),
+                    value: h.value.clone(),
+                })
+                .collect(),
+            cookies: m
+                .cookies
+                .iter()
+                .map(|c| config::CookieMatch {
+                    name: c.name.clone(),
+                    value: c.value.clone(),
+                })
+                .collect(),
         }
     }
 }
@@ -113,6 +128,23 @@ impl From<&crd::CgiRef> for config::CgiTarget {
 
 impl From<&crd::RuleAction> for config::Action {
     fn from(a: &crd::RuleAction) -> Self {
+        match &a.split {
+            Some(targets) => config::Action::Split(
+                targets
+                    .iter()
+                    .map(|t| config::SplitTarget {
+                        weight: t.weight,
+                        action: (&t.action.handler).into(),
+                    })
+                    .collect(),
+            ),
+            None => (&a.handler).into(),
+        }
+    }
+}
+
+impl From<&crd::Handler> for config::Action {
+    fn from(a: &crd::Handler) -> Self {
         if let Some(s) = &a.static_files {
             config::Action::Static {
                 html_extension: s.html_extension,
@@ -142,7 +174,7 @@ impl From<&crd::RuleAction> for config::Action {
         } else if let Some(c) = &a.scgi {
             config::Action::Scgi(c.into())
         } else {
-            // The CRD's CEL rule admits exactly one action; an object that got past it
+            // The CRD's CEL rules admit exactly one handler; an object that got past them
             // anyway is answered with a clear 500 rather than a panic.
             config::Action::Return {
                 status: 500,

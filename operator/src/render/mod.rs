@@ -10,7 +10,7 @@ mod tls;
 #[cfg(test)]
 mod tests;
 
-use crate::crd::{Placement, Pool, RuleAction, VirtualServer};
+use crate::crd::{Handler, Placement, Pool, RuleAction, VirtualServer};
 use kube::ResourceExt;
 use skiff_config as config;
 use std::collections::BTreeMap;
@@ -78,7 +78,7 @@ fn config_model(vs: &VirtualServer) -> Result<config::Config, Invalid> {
     object_names(vs)?;
     autoscaling_targets(spec)?;
     for rule in &spec.rules {
-        if let Some(pool) = pool_of(&rule.action) {
+        for pool in pools_of(&rule.action) {
             if !spec.pools.iter().any(|p| p.name == pool) {
                 return Err(Invalid(format!(
                     "rule {}: pool {pool:?} is not among spec.pools",
@@ -131,7 +131,18 @@ fn error_pages(pages: &BTreeMap<String, String>) -> Result<BTreeMap<u16, String>
         .collect()
 }
 
-fn pool_of(action: &RuleAction) -> Option<&str> {
+/// The pools an action names: its handler's, or each split target's.
+fn pools_of(action: &RuleAction) -> Vec<&str> {
+    match &action.split {
+        Some(targets) => targets
+            .iter()
+            .filter_map(|t| pool_of(&t.action.handler))
+            .collect(),
+        None => pool_of(&action.handler).into_iter().collect(),
+    }
+}
+
+fn pool_of(action: &Handler) -> Option<&str> {
     action
         .proxy
         .as_ref()

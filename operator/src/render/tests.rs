@@ -178,6 +178,67 @@ fn static_misses_reach_the_server_and_a_bad_fallback_is_refused() {
     );
 }
 
+#[test]
+fn splits_and_cookie_or_header_matches_reach_the_server() {
+    let spec = |weights: (u32, u32), second_pool: &str| {
+        vs(json!({
+            "hosts": ["a.example"], "content": { "configMap": "s" },
+            "rules": [
+                { "match": { "prefix": "/api/", "cookies": [{ "name": "canary", "value": "always" }],
+                             "headers": [{ "name": "X-Canary" }] },
+                  "action": { "proxy": { "pool": "v2" } } },
+                { "match": { "prefix": "/api/" },
+                  "action": { "split": [
+                      { "weight": weights.0, "action": { "proxy": { "pool": "v1" } } },
+                      { "weight": weights.1, "action": { "proxy": { "pool": second_pool } } }
+                  ] } }
+            ],
+            "pools": [
+                { "name": "v1", "protocol": "http", "endpoints": ["v1:80"] },
+                { "name": "v2", "protocol": "http", "endpoints": ["v2:80"] }
+            ]
+        }))
+    };
+    let r = server_config(&spec((90, 10), "v2")).unwrap();
+    let cfg = skiff_config::parse_yaml(&r.yaml).unwrap();
+    let rules = &cfg.virtual_servers[0].rules;
+    assert_eq!(
+        rules[0].matches.cookies,
+        [config::CookieMatch {
+            name: "canary".into(),
+            value: Some("always".into())
+        }]
+    );
+    assert_eq!(
+        rules[0].matches.headers,
+        [config::HeaderMatch {
+            name: "X-Canary".into(),
+            value: None
+        }]
+    );
+    assert_eq!(
+        rules[1].action,
+        config::Action::Split(vec![
+            config::SplitTarget {
+                weight: 90,
+                action: config::Action::Proxy(config::ProxyTarget::new("v1"))
+            },
+            config::SplitTarget {
+                weight: 10,
+                action: config::Action::Proxy(config::ProxyTarget::new("v2"))
+            },
+        ])
+    );
+    let e = server_config(&spec((90, 10), "v3")).unwrap_err();
+    assert!(e.0.contains("pool \"v3\" is not among spec.pools"), "{e}");
+    // Weights the CEL rule refuses at admission are refused here too (older objects).
+    let e = server_config(&spec((90, 20), "v2")).unwrap_err();
+    assert!(
+        e.0.contains("rules[1].action.split: the weights add up to 110; they must add up to 100"),
+        "{e}"
+    );
+}
+
 /// What the CRD leaves out keeps the config crate's defaults (its constructors and
 /// `default_*` functions, which its own tests hold to what its parser fills in).
 #[test]

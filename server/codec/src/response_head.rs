@@ -54,6 +54,22 @@ impl Fields {
         self.wire.extend_from_slice(b"\r\n");
     }
 
+    /// Drops every field named `name` (any case).
+    pub fn remove(&mut self, name: &str) {
+        let mut kept = Fields {
+            wire: Vec::with_capacity(self.wire.len()),
+            has_date: false,
+            content_length: self.content_length,
+        };
+        for (n, v) in self
+            .iter()
+            .filter(|(n, _)| !n.eq_ignore_ascii_case(name.as_bytes()))
+        {
+            kept.push(n, v);
+        }
+        *self = kept;
+    }
+
     /// The fields as they go on the wire, each line ending in CRLF.
     pub fn wire(&self) -> &[u8] {
         &self.wire
@@ -217,6 +233,22 @@ fn partial(buf: &[u8]) -> Result<Option<Head>, HeadError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn removing_a_field_drops_every_line_of_it_in_any_case() {
+        let mut h = parse_head(b"Status: 200\r\nX-A: 1\r\nDate: d\r\nx-a: 2\r\nX-B: 3\r\n\r\n")
+            .unwrap()
+            .unwrap()
+            .fields;
+        assert!(h.has_date());
+        h.remove("x-a");
+        assert_eq!(h.wire(), b"Date: d\r\nX-B: 3\r\n");
+        h.remove("date");
+        assert_eq!(h.wire(), b"X-B: 3\r\n");
+        assert!(!h.has_date(), "the server adds its own Date again");
+        h.remove("x-none");
+        assert_eq!(h.wire(), b"X-B: 3\r\n");
+    }
 
     #[test]
     fn cgi_heads() {

@@ -18,7 +18,7 @@ fn minimal(extra: &str) -> String {
 fn the_full_example_parses_with_defaults_filled_in() {
     let cfg = parse_yaml(FULL).unwrap();
     assert_eq!(cfg.virtual_servers.len(), 2);
-    assert_eq!(cfg.virtual_servers[0].rules.len(), 9);
+    assert_eq!(cfg.virtual_servers[0].rules.len(), 10);
     assert_eq!(
         cfg.virtual_servers[1].index,
         vec!["index.html", "index.htm"]
@@ -28,15 +28,35 @@ fn the_full_example_parses_with_defaults_filled_in() {
         std::time::Duration::from_secs(10)
     );
     assert!(matches!(
-        cfg.virtual_servers[0].rules[3].action,
+        cfg.virtual_servers[0].rules[4].action,
         Action::Deny { status: 403 }
     ));
     assert_eq!(
-        cfg.virtual_servers[0].rules[8].action,
+        cfg.virtual_servers[0].rules[9].action,
         Action::Static {
             html_extension: false,
             fallback: Some("/app/index.html".into())
         }
+    );
+    let Action::Split(targets) = &cfg.virtual_servers[0].rules[2].action else {
+        panic!("{:?}", cfg.virtual_servers[0].rules[2].action)
+    };
+    assert_eq!(
+        targets
+            .iter()
+            .map(|t| (t.weight, &t.action))
+            .collect::<Vec<_>>(),
+        [
+            (90, &Action::Proxy(ProxyTarget::new("api"))),
+            (10, &Action::Proxy(ProxyTarget::new("api-next")))
+        ]
+    );
+    assert_eq!(
+        cfg.virtual_servers[0].rules[1].matches.cookies,
+        [CookieMatch {
+            name: "canary".into(),
+            value: Some("always".into())
+        }]
     );
     assert_eq!(
         cfg.virtual_servers[1].rules[0].action,
@@ -190,6 +210,94 @@ fn a_fallback_must_name_a_file_under_the_root_as_it_is_on_disk() {
                 "virtual_servers[0].rules[{i}].action.static.fallback: {want}"
             )),
             "{got}"
+        );
+    }
+}
+
+#[test]
+fn a_split_needs_two_targets_weights_adding_up_to_100_and_no_split_inside() {
+    let pools = "pools:\n  - { name: a, protocol: http, endpoints: [\"a:80\"] }\n  - { name: b, protocol: http, endpoints: [\"b:80\"] }\n";
+    let rules = |actions: &[&str]| {
+        let rules: String = actions
+            .iter()
+            .map(|a| format!("      - action: {{ split: [{a}] }}\n"))
+            .collect();
+        format!("{}{pools}", minimal(&format!("    rules:\n{rules}")))
+    };
+    let a = "{ proxy: { pool: a } }";
+    let b = "{ proxy: { pool: b } }";
+    assert_eq!(
+        problems(&rules(&[
+            &format!("{{ weight: 95, action: {a} }}, {{ weight: 5, action: {b} }}"),
+            &format!("{{ weight: 0, action: {a} }}, {{ weight: 100, action: {{ static: {{}} }} }}"),
+        ])),
+        Vec::<String>::new()
+    );
+    let found = problems(&rules(&[
+        &format!("{{ weight: 100, action: {a} }}"),
+        &format!("{{ weight: 60, action: {a} }}, {{ weight: 30, action: {b} }}"),
+        &format!("{{ weight: 150, action: {a} }}, {{ weight: 0, action: {b} }}"),
+        &format!("{{ weight: 50, action: {a} }}, {{ weight: 50, action: {{ split: [{{ weight: 100, action: {b} }}] }} }}"),
+        "{ weight: 50, action: { proxy: { pool: nope } } }, { weight: 50, action: { fastcgi: { pool: b } } }",
+        "{ weight: 50, action: { static: { fallback: app.html } } }, { weight: 50, action: { deny: { status: 200 } } }",
+    ]));
+    let expected = [
+        "rules[0].action.split: has 1 target(s); a split needs at least two (use the action itself for one)",
+        "rules[1].action.split: the weights add up to 90; they must add up to 100",
+        "rules[2].action.split[0].weight: 150 is a percentage; expected 0 to 100",
+        "rules[2].action.split: the weights add up to 150; they must add up to 100",
+        "rules[3].action.split[1].action.split: a split cannot hold another split; give its targets their share of this one",
+        "rules[4].action.split[0].action.proxy.pool: no pool named \"nope\" (defined: a, b)",
+        "rules[4].action.split[1].action.fastcgi.pool: pool \"b\" speaks http, but this action needs a fastcgi pool",
+        "rules[5].action.split[0].action.static.fallback: \"app.html\" must be a path starting with '/'",
+        "rules[5].action.split[1].action.deny.status: 200 is out of range; expected 400 to 599",
+    ];
+    assert_eq!(found.len(), expected.len(), "{found:#?}");
+    for want in expected {
+        let want = format!("virtual_servers[0].{want}");
+        assert!(
+            found.iter().any(|got| got.ends_with(&want)),
+            "{want} not in {found:#?}"
+        );
+    }
+}
+
+#[test]
+fn a_cookie_condition_names_a_cookie_and_a_value_one_can_send() {
+    let rule = |c: &str| {
+        format!("      - match: {{ cookies: [{c}] }}\n        action: {{ static: {{}} }}\n")
+    };
+    let good: String = [
+        "{ name: canary }",
+        "{ name: canary, value: always }",
+        "{ name: v, value: '\"q\"' }",
+    ]
+    .iter()
+    .map(|c| rule(c))
+    .collect();
+    assert_eq!(
+        problems(&minimal(&format!("    rules:\n{good}"))),
+        Vec::<String>::new()
+    );
+    let bad: String = [
+        "{ name: \"a b\" }",
+        "{ name: c, value: \"x;y\" }",
+        "{ name: c, value: \"a b\" }",
+    ]
+    .iter()
+    .map(|c| rule(c))
+    .collect();
+    let found = problems(&minimal(&format!("    rules:\n{bad}")));
+    let expected = [
+        "rules[0].match.cookies[0].name: \"a b\" is not a cookie name",
+        "rules[1].match.cookies[0].value: \"x;y\" holds ';', which a cookie value cannot",
+        "rules[2].match.cookies[0].value: \"a b\" holds ' ', which a cookie value cannot",
+    ];
+    assert_eq!(found.len(), expected.len(), "{found:#?}");
+    for (got, want) in found.iter().zip(expected) {
+        assert!(
+            got.contains(&format!("virtual_servers[0].{want}")),
+            "{got}\nwanted {want}"
         );
     }
 }

@@ -4,8 +4,10 @@
 use super::basic_auth::BasicAuth;
 use super::modifiers::{AccessList, CachePolicy, Cors, HeaderOps, RateLimiter};
 use super::rules::{Action, AuthOrigin, BandwidthLimits, Conditions, Rule};
+use super::split::Split;
 use crate::static_files::Misses;
 use crate::upstream::pool::Pool;
+use crate::upstream::ResponseEdits;
 use bytes::Bytes;
 use http::{HeaderName, HeaderValue, Method, StatusCode};
 use std::collections::HashMap;
@@ -52,75 +54,21 @@ pub(super) fn compile_rule(
                 )
             })
             .collect(),
+        cookies: m
+            .cookies
+            .iter()
+            .map(|c| (c.name.clone(), c.value.clone()))
+            .collect(),
     };
+    let action = compile_action(
+        &r.action,
+        &format!("{at}.action"),
+        captures,
+        pools,
+        path_policy,
+    )?;
     let status =
         |code: u16| StatusCode::from_u16(code).map_err(|_| format!("{at}: bad status {code}"));
-    let action = match &r.action {
-        skiff_config::Action::Static {
-            html_extension,
-            fallback,
-        } => Action::Static {
-            misses: match (html_extension, fallback) {
-                (false, None) => None,
-                (_, f) => Some(Box::new(Misses {
-                    html_extension: *html_extension,
-                    fallback: match f {
-                        None => None,
-                        Some(f) => Some(
-                            crate::fs::path::clean_request_path(f, path_policy)
-                                .map_err(|e| format!("{at}.action.static.fallback: {f:?}: {e}"))?
-                                .into_owned(),
-                        ),
-                    },
-                })),
-            },
-        },
-        skiff_config::Action::Redirect { to, status: s } => Action::Redirect {
-            to: skiff_config::Template::parse(to, captures)
-                .map_err(|e| format!("{at}.action.redirect.to: {e}"))?,
-            status: status(*s)?,
-        },
-        skiff_config::Action::Return {
-            status: s,
-            body,
-            content_type,
-        } => Action::Return {
-            status: status(*s)?,
-            body: Bytes::from(body.clone()),
-            content_type: HeaderValue::from_str(content_type)
-                .map_err(|_| format!("{at}.action.return.content_type"))?,
-        },
-        skiff_config::Action::Deny { status: s } => Action::Deny {
-            status: status(*s)?,
-        },
-        skiff_config::Action::Proxy(p) => Action::Upstream(Arc::new(crate::upstream::Backend {
-            pool: find_pool(pools, &p.pool, at)?,
-            forwarding: crate::upstream::Forwarding::Http {
-                host: match &p.host {
-                    Some(h) => Some(
-                        HeaderValue::from_str(h).map_err(|_| format!("{at}.action.proxy.host"))?,
-                    ),
-                    None => None,
-                },
-                upgrades: p.upgrades.iter().map(|u| u.to_ascii_lowercase()).collect(),
-            },
-        })),
-        skiff_config::Action::Fastcgi(t)
-        | skiff_config::Action::Uwsgi(t)
-        | skiff_config::Action::Scgi(t) => Action::Upstream(Arc::new(crate::upstream::Backend {
-            pool: find_pool(pools, &t.pool, at)?,
-            forwarding: crate::upstream::Forwarding::Cgi {
-                document_root: t.document_root.clone(),
-                index: t.index.clone(),
-                split_path_info: t.split_path_info,
-                params: t
-                    .params
-                    .iter()
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect(),
-            },
-        })),
-    };
     let access = match &r.access {
         Some(a) => Some(AccessList {
             allow: a
@@ -206,7 +154,9 @@ pub(super) fn compile_rule(
             max_age: c.max_age,
         }
     });
+    let backend_edits = backend_edits(headers.as_ref(), cache.as_ref());
     Ok(Rule {
+        backend_edits,
         bandwidth: BandwidthLimits::from_config(r.bandwidth.as_ref()),
         https_redirect: r.https_redirect,
         conditions,
@@ -222,6 +172,28 @@ pub(super) fn compile_rule(
         headers,
         cache,
     })
+}
+
+/// The rule's `headers` and `cache` as they apply to backend responses, when it has either.
+fn backend_edits(
+    headers: Option<&HeaderOps>,
+    cache: Option<&CachePolicy>,
+) -> Option<Arc<ResponseEdits>> {
+    if headers.is_none() && cache.is_none() {
+        return None;
+    }
+    let mut edits = ResponseEdits {
+        remove: Vec::new(),
+        append: Vec::new(),
+        cache: cache.map(|c| (c.cache_control.clone(), c.max_age)),
+    };
+    if let Some(h) = headers {
+        edits.remove.extend(h.remove.iter().cloned());
+        edits.remove.extend(h.set.iter().map(|(n, _)| n.clone()));
+        edits.append.extend(h.set.iter().cloned());
+        edits.append.extend(h.add.iter().cloned());
+    }
+    Some(Arc::new(edits))
 }
 
 /// A rule's users and the file they come from. An optional file that does not exist: the
@@ -270,9 +242,109 @@ fn read_htpasswd(
     Ok((auth, file.to_owned()))
 }
 
+/// One action, at `at` (`…rules[2].action`, or a split target's): a pool looked up by
+/// name, a template parsed, a fallback path cleaned.
+fn compile_action(
+    action: &skiff_config::Action,
+    at: &str,
+    captures: usize,
+    pools: &HashMap<&str, Arc<Pool>>,
+    path_policy: crate::fs::path::PathPolicy,
+) -> Result<Action, String> {
+    let status =
+        |code: u16| StatusCode::from_u16(code).map_err(|_| format!("{at}: bad status {code}"));
+    let action = match action {
+        skiff_config::Action::Static {
+            html_extension,
+            fallback,
+        } => Action::Static {
+            misses: match (html_extension, fallback) {
+                (false, None) => None,
+                (_, f) => Some(Box::new(Misses {
+                    html_extension: *html_extension,
+                    fallback: match f {
+                        None => None,
+                        Some(f) => Some(
+                            crate::fs::path::clean_request_path(f, path_policy)
+                                .map_err(|e| format!("{at}.static.fallback: {f:?}: {e}"))?
+                                .into_owned(),
+                        ),
+                    },
+                })),
+            },
+        },
+        skiff_config::Action::Redirect { to, status: s } => Action::Redirect {
+            to: skiff_config::Template::parse(to, captures)
+                .map_err(|e| format!("{at}.redirect.to: {e}"))?,
+            status: status(*s)?,
+        },
+        skiff_config::Action::Return {
+            status: s,
+            body,
+            content_type,
+        } => Action::Return {
+            status: status(*s)?,
+            body: Bytes::from(body.clone()),
+            content_type: HeaderValue::from_str(content_type)
+                .map_err(|_| format!("{at}.return.content_type"))?,
+        },
+        skiff_config::Action::Deny { status: s } => Action::Deny {
+            status: status(*s)?,
+        },
+        skiff_config::Action::Proxy(p) => Action::Upstream(Arc::new(crate::upstream::Backend {
+            pool: find_pool(pools, &p.pool, at)?,
+            forwarding: crate::upstream::Forwarding::Http {
+                host: match &p.host {
+                    Some(h) => {
+                        Some(HeaderValue::from_str(h).map_err(|_| format!("{at}.proxy.host"))?)
+                    }
+                    None => None,
+                },
+                upgrades: p.upgrades.iter().map(|u| u.to_ascii_lowercase()).collect(),
+            },
+        })),
+        skiff_config::Action::Fastcgi(t)
+        | skiff_config::Action::Uwsgi(t)
+        | skiff_config::Action::Scgi(t) => Action::Upstream(Arc::new(crate::upstream::Backend {
+            pool: find_pool(pools, &t.pool, at)?,
+            forwarding: crate::upstream::Forwarding::Cgi {
+                document_root: t.document_root.clone(),
+                index: t.index.clone(),
+                split_path_info: t.split_path_info,
+                params: t
+                    .params
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+            },
+        })),
+        skiff_config::Action::Split(targets) => {
+            let mut weighted = Vec::with_capacity(targets.len());
+            for (i, t) in targets.iter().enumerate() {
+                if matches!(t.action, skiff_config::Action::Split(_)) {
+                    return Err(format!(
+                        "{at}.split[{i}].action: a split cannot hold another split"
+                    ));
+                }
+                let weight = u8::try_from(t.weight)
+                    .map_err(|_| format!("{at}.split[{i}].weight: {} is over 100", t.weight))?;
+                let here = format!("{at}.split[{i}].action");
+                weighted.push((
+                    weight,
+                    compile_action(&t.action, &here, captures, pools, path_policy)?,
+                ));
+            }
+            Action::Split(Box::new(
+                Split::new(weighted).map_err(|e| format!("{at}.split: {e}"))?,
+            ))
+        }
+    };
+    Ok(action)
+}
+
 fn find_pool(pools: &HashMap<&str, Arc<Pool>>, name: &str, at: &str) -> Result<Arc<Pool>, String> {
     pools
         .get(name)
         .cloned()
-        .ok_or_else(|| format!("{at}.action: no pool named {name:?}"))
+        .ok_or_else(|| format!("{at}: no pool named {name:?}"))
 }

@@ -7,8 +7,10 @@ mod basic_auth;
 mod compile;
 mod error_pages;
 mod htpasswd_sources;
+mod load_warnings;
 mod modifiers;
 mod rules;
+mod split;
 
 pub use basic_auth::{Verdict, Verification};
 
@@ -206,7 +208,9 @@ impl App {
                     statics.path_policy(),
                 )?);
             }
-            warnings.extend(fallbacks_serving_no_file(&statics, &rules, i));
+            warnings.extend(load_warnings::fallbacks_serving_no_file(
+                &statics, &rules, i,
+            ));
             for h in &vs.hosts {
                 match HostPattern::parse(h)
                     .map_err(|e| format!("virtual_servers[{i}].hosts: {e}"))?
@@ -331,6 +335,12 @@ impl App {
                                 root: vh.root_text.clone(),
                                 secure: req.secure,
                                 hsts: vh.hsts.clone().filter(|_| req.secure),
+                                edits: rule.backend_edits.clone(),
+                                cors: rule.cors.as_ref().map_or_else(Vec::new, |c| {
+                                    let mut fields = Vec::new();
+                                    c.decorate_fields(req, &mut fields);
+                                    fields
+                                }),
                             }),
                             vhost: vh.name,
                         }
@@ -440,7 +450,11 @@ impl App {
                 }
             }
         }
-        let mut reply = match &rule.action {
+        let action = match &rule.action {
+            Action::Split(split) => split.choose(),
+            one => one,
+        };
+        let mut reply = match action {
             Action::Static { misses: None } => vh.statics.respond_clean(req, path),
             Action::Static {
                 misses: Some(misses),
@@ -465,6 +479,8 @@ impl App {
             }
             Action::Deny { status } => Reply::error(*status),
             Action::Upstream(up) => return Applied::Upstream(up.clone()),
+            // `Split::new` refuses a split inside a split.
+            Action::Split(_) => Reply::error(StatusCode::INTERNAL_SERVER_ERROR),
         };
         if reply.status.as_u16() < 400 {
             if let Some(c) = &rule.cache {
@@ -479,30 +495,6 @@ impl App {
         }
         Applied::Reply(reply)
     }
-}
-
-/// Each `static` fallback that serves no file now, so a typo shows at load rather than
-/// as every client-side route's 404. Not an error: a root a sidecar fills after start
-/// may hold it by the first request.
-fn fallbacks_serving_no_file(
-    statics: &StaticFiles,
-    rules: &[Rule],
-    vhost: usize,
-) -> Vec<(String, String)> {
-    let mut found = Vec::new();
-    for (j, rule) in rules.iter().enumerate() {
-        if let Action::Static { misses: Some(m) } = &rule.action {
-            if let Some(shell) = &m.fallback {
-                if let Some(why) = statics.serves_no_file(shell) {
-                    found.push((
-                        format!("virtual_servers[{vhost}].rules[{j}].action.static.fallback"),
-                        format!("{:?} {why}", shell.as_str()),
-                    ));
-                }
-            }
-        }
-    }
-    found
 }
 
 impl App {

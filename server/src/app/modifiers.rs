@@ -9,7 +9,7 @@ use ipnet::IpNet;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Mutex;
-use std::time::{Duration, Instant, UNIX_EPOCH};
+use std::time::Instant;
 
 /// The client's address: the peer, or, when the peer is a trusted proxy, the right-most
 /// `X-Forwarded-For` entry that is not itself a trusted proxy.
@@ -152,7 +152,7 @@ impl Cors {
         req.headers.get("access-control-request-method")?;
         let mut r = Reply::new(StatusCode::NO_CONTENT);
         if self.allowed_origin(origin) {
-            self.push_origin(&mut r, origin);
+            self.push_origin(&mut r.headers, origin);
             r.headers.push((
                 http::header::ACCESS_CONTROL_ALLOW_METHODS,
                 self.allow_methods.clone(),
@@ -171,33 +171,39 @@ impl Cors {
 
     /// Adds the CORS headers of an actual (non-preflight) response.
     pub fn decorate(&self, req: &RequestHead<'_>, r: &mut Reply) {
+        self.decorate_fields(req, &mut r.headers);
+    }
+
+    /// The CORS fields of an actual response, pushed onto `fields`.
+    pub fn decorate_fields(
+        &self,
+        req: &RequestHead<'_>,
+        fields: &mut Vec<(HeaderName, HeaderValue)>,
+    ) {
         let Some(origin) = req.headers.get("origin") else {
             return;
         };
         if !self.allowed_origin(origin) {
             return;
         }
-        self.push_origin(r, origin);
+        self.push_origin(fields, origin);
         if let Some(h) = &self.expose_headers {
-            r.headers
-                .push((http::header::ACCESS_CONTROL_EXPOSE_HEADERS, h.clone()));
+            fields.push((http::header::ACCESS_CONTROL_EXPOSE_HEADERS, h.clone()));
         }
     }
 
-    fn push_origin(&self, r: &mut Reply, origin: &[u8]) {
+    fn push_origin(&self, fields: &mut Vec<(HeaderName, HeaderValue)>, origin: &[u8]) {
         if self.any_origin && !self.credentials {
-            r.headers.push((
+            fields.push((
                 http::header::ACCESS_CONTROL_ALLOW_ORIGIN,
                 HeaderValue::from_static("*"),
             ));
         } else if let Ok(v) = HeaderValue::from_bytes(origin) {
-            r.headers
-                .push((http::header::ACCESS_CONTROL_ALLOW_ORIGIN, v));
-            r.headers
-                .push((http::header::VARY, HeaderValue::from_static("Origin")));
+            fields.push((http::header::ACCESS_CONTROL_ALLOW_ORIGIN, v));
+            fields.push((http::header::VARY, HeaderValue::from_static("Origin")));
         }
         if self.credentials {
-            r.headers.push((
+            fields.push((
                 http::header::ACCESS_CONTROL_ALLOW_CREDENTIALS,
                 HeaderValue::from_static("true"),
             ));
@@ -224,9 +230,6 @@ impl HeaderOps {
     }
 }
 
-/// 9999-12-31T23:59:59Z, the last moment an HTTP date can name.
-const LAST_HTTP_DATE: u64 = 253_402_300_799;
-
 /// Browser caching.
 pub struct CachePolicy {
     pub cache_control: HeaderValue,
@@ -240,14 +243,10 @@ impl CachePolicy {
             .retain(|(n, _)| n != http::header::CACHE_CONTROL && n != http::header::EXPIRES);
         r.headers
             .push((http::header::CACHE_CONTROL, self.cache_control.clone()));
-        // The clock Date is read from, so Expires - Date is max-age exactly. Validation
-        // bounds max-age; past year 9999 (which httpdate cannot write) there is no Expires.
-        let expires = crate::coarse_clock::unix_seconds().saturating_add(self.max_age);
-        if expires <= LAST_HTTP_DATE {
-            let at = UNIX_EPOCH + Duration::from_secs(expires);
-            if let Ok(v) = HeaderValue::from_str(&httpdate::fmt_http_date(at)) {
-                r.headers.push((http::header::EXPIRES, v));
-            }
+        // The clock Date is read from, so Expires - Date is max-age exactly.
+        let now = crate::coarse_clock::unix_seconds();
+        if let Some(v) = crate::http::expires_after(now, self.max_age) {
+            r.headers.push((http::header::EXPIRES, v));
         }
     }
 }
@@ -379,7 +378,10 @@ mod tests {
         };
         assert!(reply(3600), "an hour");
         assert!(!reply(u64::MAX), "max-age past year 9999");
-        assert!(!reply(LAST_HTTP_DATE), "max-age past year 9999");
+        assert!(
+            !reply(crate::http::LAST_HTTP_DATE),
+            "max-age past year 9999"
+        );
     }
 
     #[test]

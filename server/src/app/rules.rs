@@ -19,6 +19,8 @@ pub struct Conditions {
     pub methods: Vec<Method>,
     /// (name, exact value if required)
     pub headers: Vec<(String, Option<Vec<u8>>)>,
+    /// (name, exact value if required), on the Cookie header's pairs.
+    pub cookies: Vec<(String, Option<String>)>,
 }
 
 impl Conditions {
@@ -57,6 +59,15 @@ impl Conditions {
                 }
             }
         }
+        if !self.cookies.is_empty() {
+            let sent = req.headers.all("cookie");
+            for (name, value) in &self.cookies {
+                let got = cookie(&sent, name)?;
+                if value.as_ref().is_some_and(|want| got != want.as_bytes()) {
+                    return None;
+                }
+            }
+        }
         match &self.regex {
             Some(re) => re.captures(path).map(Some),
             None => Some(None),
@@ -82,6 +93,21 @@ pub enum Action {
         status: http::StatusCode,
     },
     Upstream(std::sync::Arc<crate::upstream::Backend>),
+    /// One of several actions by weight; never another split (`compile_action`).
+    Split(Box<super::split::Split<Action>>),
+}
+
+/// The first value of cookie `name` in the Cookie fields sent (`a=1; b=2`, one field or
+/// several as HTTP/2 sends them), as sent. Pairs without `=` are skipped.
+fn cookie<'a>(fields: &[&'a [u8]], name: &str) -> Option<&'a [u8]> {
+    fields
+        .iter()
+        .flat_map(|f| f.split(|&b| b == b';'))
+        .find_map(|pair| {
+            let pair = pair.trim_ascii();
+            let eq = pair.iter().position(|&b| b == b'=')?;
+            (pair[..eq].trim_ascii() == name.as_bytes()).then(|| pair[eq + 1..].trim_ascii())
+        })
 }
 
 /// Renders a redirect target. `$uri` is the cleaned path the rules matched, encoded
@@ -177,6 +203,8 @@ pub struct Rule {
     pub auth_origin: Option<Box<AuthOrigin>>,
     pub headers: Option<HeaderOps>,
     pub cache: Option<CachePolicy>,
+    /// `headers` and `cache` for the responses of the backends this rule routes to.
+    pub backend_edits: Option<Arc<crate::upstream::ResponseEdits>>,
     /// Overrides the virtual server's `https_redirect` for the requests this rule takes.
     pub https_redirect: Option<bool>,
 }
@@ -196,6 +224,58 @@ mod tests {
             ..Default::default()
         };
         render_location(&Template::parse(to, 0).unwrap(), &req, clean, None)
+    }
+
+    #[test]
+    fn cookies_are_found_by_exact_name_in_every_cookie_field() {
+        let fields: [&[u8]; 2] = [
+            b"theme=dark;canary = always ; flag; empty=",
+            b"b=2; canary=no",
+        ];
+        assert_eq!(
+            cookie(&fields, "canary"),
+            Some(&b"always"[..]),
+            "the first one sent"
+        );
+        assert_eq!(cookie(&fields, "b"), Some(&b"2"[..]), "a later field");
+        assert_eq!(cookie(&fields, "empty"), Some(&b""[..]));
+        assert_eq!(cookie(&fields, "flag"), None, "no `=`, no cookie");
+        assert_eq!(cookie(&fields, "Canary"), None, "names are case-sensitive");
+        assert_eq!(cookie(&fields, "nary"), None);
+        assert_eq!(cookie(&[], "canary"), None);
+    }
+
+    #[test]
+    fn a_cookie_condition_needs_the_cookie_and_its_value_when_given() {
+        let conditions = |cookies: Vec<(&str, Option<&str>)>| Conditions {
+            prefix: None,
+            path: None,
+            regex: None,
+            extensions: vec![],
+            methods: vec![],
+            headers: vec![],
+            cookies: cookies
+                .into_iter()
+                .map(|(n, v)| (n.to_owned(), v.map(str::to_owned)))
+                .collect(),
+        };
+        let sent = [httparse::Header {
+            name: "Cookie",
+            value: b"session=1; canary=always",
+        }];
+        let with = RequestHead {
+            headers: crate::http::request::HeaderSource::H1(&sent),
+            ..Default::default()
+        };
+        let without = RequestHead::default();
+        let present = conditions(vec![("canary", None)]);
+        assert!(present.matches(&with, "/").is_some());
+        assert!(present.matches(&without, "/").is_none());
+        let exact = conditions(vec![("canary", Some("always")), ("session", None)]);
+        assert!(exact.matches(&with, "/").is_some());
+        assert!(conditions(vec![("canary", Some("never"))])
+            .matches(&with, "/")
+            .is_none());
     }
 
     #[test]

@@ -12,6 +12,7 @@ mod cgi;
 mod client_body;
 mod connection;
 pub mod dns;
+mod edits;
 mod failover;
 mod failure;
 mod gather;
@@ -27,6 +28,7 @@ mod upload;
 
 pub use cgi::bodiless_cgi_env;
 pub use client_body::{BodyDeadline, ClientBodyError};
+pub use edits::ResponseEdits;
 pub use request::{BackendRequest, ClientBody, Message};
 pub use response::{Payload, ResponseHead, UpstreamResponse};
 pub use route::{Backend, BackendRoute, Forwarding};

@@ -116,6 +116,34 @@ pub enum ResponseHead {
 }
 
 impl ResponseHead {
+    /// Whether the backend sent `name`.
+    pub fn has(&self, name: &http::HeaderName) -> bool {
+        match self {
+            ResponseHead::Map(m) => m.contains_key(name),
+            ResponseHead::Fields(f) => f.get(name.as_str()).is_some(),
+        }
+    }
+
+    /// Drops every `name` field.
+    pub fn remove(&mut self, name: &http::HeaderName) {
+        match self {
+            ResponseHead::Map(m) => {
+                m.remove(name);
+            }
+            ResponseHead::Fields(f) => f.remove(name.as_str()),
+        }
+    }
+
+    /// Adds a `name` field after any already there.
+    pub fn append(&mut self, name: &http::HeaderName, value: &http::HeaderValue) {
+        match self {
+            ResponseHead::Map(m) => {
+                m.append(name.clone(), value.clone());
+            }
+            ResponseHead::Fields(f) => f.push(name.as_str().as_bytes(), value.as_bytes()),
+        }
+    }
+
     /// Adds a field the backend did not send itself.
     pub fn set_if_absent(&mut self, name: http::HeaderName, value: &http::HeaderValue) {
         match self {

@@ -39,4 +39,9 @@ pub struct BackendRoute {
     pub secure: bool,
     /// Strict-Transport-Security for the response, when the virtual server sends it.
     pub hsts: Option<http::HeaderValue>,
+    /// The rule's `headers` and `cache`, when it has either.
+    pub edits: Option<Arc<super::edits::ResponseEdits>>,
+    /// The rule's CORS fields for this request's origin (none without CORS or an allowed
+    /// origin).
+    pub cors: Vec<(http::HeaderName, HeaderValue)>,
 }

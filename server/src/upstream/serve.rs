@@ -129,6 +129,14 @@ pub async fn serve(req: BackendRequest<'_>, metrics: &Arc<Metrics>) -> UpstreamR
         }
     };
     let mut resp = resp;
+    if let Some(edits) = &route.edits {
+        edits.apply(
+            resp.status,
+            &mut resp.head,
+            crate::coarse_clock::unix_seconds(),
+        );
+    }
+    super::edits::apply_cors(&route.cors, &mut resp.head);
     if let Some(hsts) = &route.hsts {
         resp.head
             .set_if_absent(http::header::STRICT_TRANSPORT_SECURITY, hsts);

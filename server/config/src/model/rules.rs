@@ -17,13 +17,13 @@ pub struct Rule {
     pub matches: Match,
     /// What answers the request.
     pub action: Action,
-    /// Response headers to add, set or remove.
+    /// Response headers to add, set or remove, on 2xx and 3xx responses: files, fixed answers and backends' responses alike.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub headers: Option<HeaderOps>,
-    /// Browser caching: sets Cache-Control and Expires.
+    /// Browser caching: sets Cache-Control and Expires on 2xx and 3xx responses; a backend's response keeps its own when it sent either.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache: Option<CachePolicy>,
-    /// Cross-origin resource sharing, including preflight answers.
+    /// Cross-origin resource sharing, including preflight answers; on a backend's response the rule's CORS fields replace the backend's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cors: Option<Cors>,
     /// HTTP basic authentication against an htpasswd file.
@@ -97,6 +97,22 @@ pub struct Match {
     /// Request headers that must be present, or equal a value.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub headers: Vec<HeaderMatch>,
+    /// Cookies that must be present, or equal a value (names are case-sensitive), e.g. to
+    /// send testers who set `canary=always` to a new version.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cookies: Vec<CookieMatch>,
+}
+
+/// A request cookie condition, on the `Cookie` header's `name=value` pairs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CookieMatch {
+    /// The cookie name, compared exactly.
+    pub name: String,
+    /// When given, the cookie must equal this value exactly (as sent, quotes included);
+    /// otherwise it must only be present.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
 }
 
 /// A request header condition.
@@ -156,6 +172,22 @@ pub enum Action {
     Uwsgi(CgiTarget),
     /// Send to an SCGI backend pool.
     Scgi(CgiTarget),
+    /// Send each request to one of these actions, chosen at random by weight: a canary
+    /// release (`90` to the current pool, `10` to the new one) or a blue-green switch
+    /// (`100`/`0`, then `0`/`100`). The weights add up to 100. Not sticky: pin testers with
+    /// an earlier rule that matches a cookie or header.
+    Split(Vec<SplitTarget>),
+}
+
+/// One share of a `split`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SplitTarget {
+    /// The percentage of the rule's requests this action answers, 0 to 100; 0 keeps a
+    /// version configured but sends it nothing.
+    pub weight: u32,
+    /// What answers them: any action but another split.
+    pub action: Action,
 }
 
 fn default_redirect_status() -> u16 {

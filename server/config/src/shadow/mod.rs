@@ -38,12 +38,8 @@ pub fn shadowed_rules(rules: &[Rule]) -> Vec<Shadowing> {
     let mut found = Vec::new();
     for (later, protected) in rules.iter().enumerate() {
         for (earlier, first) in rules[..later].iter().enumerate() {
-            // A redirect, fixed answer or refusal reaches neither the files nor a pool, so
-            // it exposes nothing the later rule guards.
-            if matches!(
-                first.action,
-                Action::Redirect { .. } | Action::Return { .. } | Action::Deny { .. }
-            ) {
+            // Such a rule exposes nothing the later rule guards.
+            if reaches_nothing(&first.action) {
                 continue;
             }
             let missing = missing_modifiers(first, protected);
@@ -70,6 +66,16 @@ pub fn shadowed_rules(rules: &[Rule]) -> Vec<Shadowing> {
         }
     }
     found
+}
+
+/// A redirect, fixed answer or refusal (or a split among them only) reaches neither the
+/// files nor a pool.
+fn reaches_nothing(action: &Action) -> bool {
+    match action {
+        Action::Redirect { .. } | Action::Return { .. } | Action::Deny { .. } => true,
+        Action::Split(targets) => targets.iter().all(|t| reaches_nothing(&t.action)),
+        _ => false,
+    }
 }
 
 /// Every shadowing in a configuration, as warnings at the protected rule's path.

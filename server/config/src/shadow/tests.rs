@@ -228,6 +228,7 @@ fn rules_that_serve_nothing_shadow_nothing() {
         "{ redirect: { to: /elsewhere } }",
         "{ return: { status: 200 } }",
         "{ deny: {} }",
+        "{ split: [{ weight: 50, action: { deny: {} } }, { weight: 50, action: { redirect: { to: /b } } }] }",
     ] {
         let yaml = format!(
             "
@@ -242,6 +243,15 @@ fn rules_that_serve_nothing_shadow_nothing() {
 - { match: { prefix: /admin/ }, action: { static: {} }, cache: { max_age: 60 } }
 ";
     assert_eq!(found(unprotected), []);
+    let half_served = "
+- { match: { prefix: / }, action: { split: [{ weight: 99, action: { deny: {} } }, { weight: 1, action: { static: {} } }] } }
+- { match: { prefix: /admin/ }, action: { static: {} }, basic_auth: { realm: A, htpasswd: /h } }
+";
+    assert_eq!(
+        found(half_served).len(),
+        1,
+        "a split that may serve the files shadows"
+    );
 }
 
 #[test]

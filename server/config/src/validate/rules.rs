@@ -9,6 +9,9 @@ use std::collections::HashMap;
 /// written.
 const MAX_CACHE_AGE: u64 = 10 * 365 * 24 * 3600;
 
+/// Targets of one split at most: more shares than anyone routes by hand.
+const MAX_SPLIT_TARGETS: usize = 16;
+
 /// A fallback is a file path under the root, written as it is on disk: it is never
 /// percent-decoded, and what the request path cleaner would refuse is refused here.
 fn check_fallback(path: &str) -> Result<(), String> {
@@ -46,6 +49,174 @@ fn check_fallback(path: &str) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// An action's own checks, at `at` (`…rules[2].action`, or a split target's action).
+fn check_action(
+    c: &mut Checker,
+    at: &str,
+    action: &Action,
+    captures: usize,
+    pools: &HashMap<&str, PoolProtocol>,
+) {
+    match action {
+        Action::Split(targets) => check_split(c, at, targets, captures, pools),
+        Action::Static { fallback, .. } => {
+            if let Some(Err(e)) = fallback.as_deref().map(check_fallback) {
+                c.fail(format!("{at}.static.fallback"), e);
+            }
+        }
+        Action::Redirect { to, status } => {
+            if ![301, 302, 303, 307, 308].contains(status) {
+                c.fail(
+                    format!("{at}.redirect.status"),
+                    format!("{status} is not a redirect; expected 301, 302, 303, 307 or 308"),
+                );
+            }
+            if let Err(e) = Template::parse(to, captures) {
+                c.fail(format!("{at}.redirect.to"), e);
+            } else if header_value_invalid(to) || to.contains(char::is_whitespace) {
+                c.fail(
+                    format!("{at}.redirect.to"),
+                    "a Location cannot hold spaces or control characters; percent-encode them",
+                );
+            }
+        }
+        Action::Return {
+            status,
+            content_type,
+            ..
+        } => {
+            if !(200..=599).contains(status) {
+                c.fail(
+                    format!("{at}.return.status"),
+                    format!("{status} is out of range; expected 200 to 599"),
+                );
+            }
+            if header_value_invalid(content_type) {
+                c.fail(
+                    format!("{at}.return.content_type"),
+                    "not a valid header value",
+                );
+            }
+        }
+        Action::Deny { status } => {
+            if !(400..=599).contains(status) {
+                c.fail(
+                    format!("{at}.deny.status"),
+                    format!("{status} is out of range; expected 400 to 599"),
+                );
+            }
+        }
+        Action::Proxy(r) => check_pool(
+            c,
+            &format!("{at}.proxy.pool"),
+            &r.pool,
+            PoolProtocol::Http,
+            pools,
+        ),
+        Action::Fastcgi(r) => check_pool(
+            c,
+            &format!("{at}.fastcgi.pool"),
+            &r.pool,
+            PoolProtocol::Fastcgi,
+            pools,
+        ),
+        Action::Uwsgi(r) => check_pool(
+            c,
+            &format!("{at}.uwsgi.pool"),
+            &r.pool,
+            PoolProtocol::Uwsgi,
+            pools,
+        ),
+        Action::Scgi(r) => check_pool(
+            c,
+            &format!("{at}.scgi.pool"),
+            &r.pool,
+            PoolProtocol::Scgi,
+            pools,
+        ),
+    }
+
+    match action {
+        Action::Fastcgi(t) | Action::Uwsgi(t) | Action::Scgi(t) => {
+            if t.index
+                .as_ref()
+                .is_some_and(|i| i.is_empty() || i.contains('/'))
+            {
+                c.fail(
+                    format!("{at}.index"),
+                    "must be a plain file name such as index.php",
+                );
+            }
+            for name in t.params.keys() {
+                if name.is_empty() || name.bytes().any(|b| b == 0 || b == b'=') {
+                    c.fail(
+                        format!("{at}.params"),
+                        format!("{name:?} is not a parameter name"),
+                    );
+                }
+            }
+        }
+        Action::Proxy(t)
+            if t.host
+                .as_ref()
+                .is_some_and(|h| header_value_invalid(h) || h.is_empty()) =>
+        {
+            c.fail(format!("{at}.proxy.host"), "not a valid Host value");
+        }
+        _ => {}
+    }
+}
+
+/// At least two targets, weights adding up to 100, and no split inside a split.
+fn check_split(
+    c: &mut Checker,
+    at: &str,
+    targets: &[SplitTarget],
+    captures: usize,
+    pools: &HashMap<&str, PoolProtocol>,
+) {
+    if targets.len() < 2 {
+        c.fail(
+            format!("{at}.split"),
+            format!(
+                "has {} target(s); a split needs at least two (use the action itself for one)",
+                targets.len()
+            ),
+        );
+    }
+    if targets.len() > MAX_SPLIT_TARGETS {
+        c.fail(
+            format!("{at}.split"),
+            format!("has {} targets; at most {MAX_SPLIT_TARGETS}", targets.len()),
+        );
+    }
+    let mut total: u64 = 0;
+    for (i, t) in targets.iter().enumerate() {
+        let here = format!("{at}.split[{i}]");
+        if t.weight > 100 {
+            c.fail(
+                format!("{here}.weight"),
+                format!("{} is a percentage; expected 0 to 100", t.weight),
+            );
+        }
+        total += u64::from(t.weight);
+        if matches!(t.action, Action::Split(_)) {
+            c.fail(
+                format!("{here}.action.split"),
+                "a split cannot hold another split; give its targets their share of this one",
+            );
+        } else {
+            check_action(c, &format!("{here}.action"), &t.action, captures, pools);
+        }
+    }
+    if !targets.is_empty() && total != 100 {
+        c.fail(
+            format!("{at}.split"),
+            format!("the weights add up to {total}; they must add up to 100"),
+        );
+    }
 }
 
 pub(super) fn check_rule(
@@ -100,113 +271,27 @@ pub(super) fn check_rule(
         }
     }
 
-    match &rule.action {
-        Action::Static { fallback, .. } => {
-            if let Some(Err(e)) = fallback.as_deref().map(check_fallback) {
-                c.fail(format!("{p}.action.static.fallback"), e);
-            }
+    for (i, cookie) in m.cookies.iter().enumerate() {
+        if cookie_name_invalid(&cookie.name) {
+            c.fail(
+                format!("{p}.match.cookies[{i}].name"),
+                format!("{:?} is not a cookie name", cookie.name),
+            );
         }
-        Action::Redirect { to, status } => {
-            if ![301, 302, 303, 307, 308].contains(status) {
+        if let Some(v) = &cookie.value {
+            let inner = v
+                .strip_prefix('"')
+                .and_then(|x| x.strip_suffix('"'))
+                .unwrap_or(v);
+            if let Some(b) = inner.bytes().find(|&b| !cookie_value_byte(b)) {
                 c.fail(
-                    format!("{p}.action.redirect.status"),
-                    format!("{status} is not a redirect; expected 301, 302, 303, 307 or 308"),
-                );
-            }
-            if let Err(e) = Template::parse(to, captures) {
-                c.fail(format!("{p}.action.redirect.to"), e);
-            } else if header_value_invalid(to) || to.contains(char::is_whitespace) {
-                c.fail(
-                    format!("{p}.action.redirect.to"),
-                    "a Location cannot hold spaces or control characters; percent-encode them",
+                    format!("{p}.match.cookies[{i}].value"),
+                    format!("{v:?} holds {:?}, which a cookie value cannot", b as char),
                 );
             }
         }
-        Action::Return {
-            status,
-            content_type,
-            ..
-        } => {
-            if !(200..=599).contains(status) {
-                c.fail(
-                    format!("{p}.action.return.status"),
-                    format!("{status} is out of range; expected 200 to 599"),
-                );
-            }
-            if header_value_invalid(content_type) {
-                c.fail(
-                    format!("{p}.action.return.content_type"),
-                    "not a valid header value",
-                );
-            }
-        }
-        Action::Deny { status } => {
-            if !(400..=599).contains(status) {
-                c.fail(
-                    format!("{p}.action.deny.status"),
-                    format!("{status} is out of range; expected 400 to 599"),
-                );
-            }
-        }
-        Action::Proxy(r) => check_pool(
-            c,
-            &format!("{p}.action.proxy.pool"),
-            &r.pool,
-            PoolProtocol::Http,
-            pools,
-        ),
-        Action::Fastcgi(r) => check_pool(
-            c,
-            &format!("{p}.action.fastcgi.pool"),
-            &r.pool,
-            PoolProtocol::Fastcgi,
-            pools,
-        ),
-        Action::Uwsgi(r) => check_pool(
-            c,
-            &format!("{p}.action.uwsgi.pool"),
-            &r.pool,
-            PoolProtocol::Uwsgi,
-            pools,
-        ),
-        Action::Scgi(r) => check_pool(
-            c,
-            &format!("{p}.action.scgi.pool"),
-            &r.pool,
-            PoolProtocol::Scgi,
-            pools,
-        ),
     }
-
-    match &rule.action {
-        Action::Fastcgi(t) | Action::Uwsgi(t) | Action::Scgi(t) => {
-            if t.index
-                .as_ref()
-                .is_some_and(|i| i.is_empty() || i.contains('/'))
-            {
-                c.fail(
-                    format!("{p}.action.index"),
-                    "must be a plain file name such as index.php",
-                );
-            }
-            for name in t.params.keys() {
-                if name.is_empty() || name.bytes().any(|b| b == 0 || b == b'=') {
-                    c.fail(
-                        format!("{p}.action.params"),
-                        format!("{name:?} is not a parameter name"),
-                    );
-                }
-            }
-        }
-        Action::Proxy(t)
-            if t.host
-                .as_ref()
-                .is_some_and(|h| header_value_invalid(h) || h.is_empty()) =>
-        {
-            c.fail(format!("{p}.action.proxy.host"), "not a valid Host value");
-        }
-        _ => {}
-    }
+    check_action(c, &format!("{p}.action"), &rule.action, captures, pools);
     if let Some(h) = &rule.headers {
         for (i, name) in h.remove.iter().enumerate() {
             if header_name_invalid(name) {
@@ -382,6 +467,16 @@ fn http_method_invalid(m: &str) -> bool {
 
 fn header_name_invalid(n: &str) -> bool {
     n.is_empty() || !n.bytes().all(is_token_char)
+}
+
+/// RFC 6265 §4.1.1: a cookie name is a token.
+fn cookie_name_invalid(n: &str) -> bool {
+    header_name_invalid(n)
+}
+
+/// RFC 6265 §4.1.1's cookie-octet: visible ASCII but `"`, `,`, `;` and `\`.
+fn cookie_value_byte(b: u8) -> bool {
+    matches!(b, 0x21 | 0x23..=0x2b | 0x2d..=0x3a | 0x3c..=0x5b | 0x5d..=0x7e)
 }
 
 fn header_value_invalid(v: &str) -> bool {
