@@ -19,8 +19,10 @@ class H(http.server.BaseHTTPRequestHandler):
                              ('Access-Control-Allow-Origin', '*'),
                              ('X-Frame-Options', 'SAMEORIGIN'), ('Vary', 'Cookie')],
             '/api/dated': [('Expires', 'Thu, 01 Jan 1970 00:00:00 GMT')],
+            '/api/login': [('Location', '/signin')],
+            '/api/session': [('Set-Cookie', 'id=1; HttpOnly')],
         }.get(self.path, [])
-        status = 404 if self.path == '/api/missing' else 200
+        status = {'/api/missing': 404, '/api/login': 302}.get(self.path, 200)
         body = b'from the backend\n'
         self.send_response(status)
         for k, v in fields:
@@ -117,6 +119,15 @@ pools:
     );
     assert_eq!(all(&h, "expires"), ["Thu, 01 Jan 1970 00:00:00 GMT"]);
 
+    // No policy of the rule on a redirect (a cached 302 to a sign-in page loops) or on a
+    // response that sets a cookie (which shared caches must not keep); the rest still apply.
+    for path in ["/api/login", "/api/session"] {
+        let (_, h, _) = curl_i(&[&srv.url(path)]);
+        assert_eq!(all(&h, "cache-control"), Vec::<&str>::new(), "{path}");
+        assert_eq!(all(&h, "expires"), Vec::<&str>::new(), "{path}");
+        assert_eq!(all(&h, "x-frame-options"), ["DENY"], "{path}");
+    }
+
     // Errors keep the backend's fields (as files' errors do), but get CORS so a page can
     // read them.
     let (status, h, _) = curl_i(&[origin[0], origin[1], &srv.url("/api/missing")]);
@@ -128,7 +139,15 @@ pools:
         ["https://app.example"]
     );
 
-    // An origin not allowed gets no CORS fields from the rule.
-    let (_, h, _) = curl_i(&["-H", "Origin: https://evil.example", &srv.url("/api/plain")]);
+    // An origin the rule does not allow cannot read the response, whatever the backend
+    // says; caches keep answers apart by origin.
+    let (_, h, _) = curl_i(&[
+        "-H",
+        "Origin: https://evil.example",
+        &srv.url("/api/private"),
+    ]);
     assert_eq!(all(&h, "access-control-allow-origin"), Vec::<&str>::new());
+    assert_eq!(all(&h, "vary"), ["Cookie", "Origin"]);
+    let (_, h, _) = curl_i(&[&srv.url("/api/plain")]);
+    assert_eq!(all(&h, "vary"), ["Origin"], "also without an Origin");
 }

@@ -246,7 +246,8 @@ pub struct CgiRef {
     pub params: BTreeMap<String, String>,
 }
 
-/// Response header changes.
+/// Response header changes, in the order remove, set, add. Framing fields (Content-Length,
+/// Transfer-Encoding, Connection, Keep-Alive, TE, Trailer, Upgrade) are refused.
 #[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct HeaderChanges {
     /// Headers to set, replacing any value.

@@ -215,6 +215,26 @@ fn a_fallback_must_name_a_file_under_the_root_as_it_is_on_disk() {
 }
 
 #[test]
+fn a_rule_cannot_change_the_fields_that_frame_a_response() {
+    let yaml = minimal(
+        "    rules:\n      - action: { static: {} }\n        headers: { set: { Content-Length: \"0\" }, add: { transfer-encoding: chunked }, remove: [Connection] }\n",
+    );
+    let found = problems(&yaml);
+    for (at, name) in [
+        ("set.Content-Length", "Content-Length"),
+        ("add.transfer-encoding", "transfer-encoding"),
+        ("remove[0]", "Connection"),
+    ] {
+        let want = format!("virtual_servers[0].rules[0].headers.{at}: {name:?} frames the response or the connection, which the server manages itself; a rule cannot change it");
+        assert!(
+            found.iter().any(|f| f.ends_with(&want)),
+            "{want} not in {found:#?}"
+        );
+    }
+    assert_eq!(found.len(), 3, "{found:#?}");
+}
+
+#[test]
 fn a_split_needs_two_targets_weights_adding_up_to_100_and_no_split_inside() {
     let pools = "pools:\n  - { name: a, protocol: http, endpoints: [\"a:80\"] }\n  - { name: b, protocol: http, endpoints: [\"b:80\"] }\n";
     let rules = |actions: &[&str]| {

@@ -336,7 +336,7 @@ impl App {
                                 secure: req.secure,
                                 hsts: vh.hsts.clone().filter(|_| req.secure),
                                 edits: rule.backend_edits.clone(),
-                                cors: rule.cors.as_ref().map_or_else(Vec::new, |c| {
+                                cors: rule.cors.as_ref().map(|c| {
                                     let mut fields = Vec::new();
                                     c.decorate_fields(req, &mut fields);
                                     fields
@@ -479,7 +479,7 @@ impl App {
             }
             Action::Deny { status } => Reply::error(*status),
             Action::Upstream(up) => return Applied::Upstream(up.clone()),
-            // `Split::new` refuses a split inside a split.
+            // `compile_action` refuses a split inside a split.
             Action::Split(_) => Reply::error(StatusCode::INTERNAL_SERVER_ERROR),
         };
         if reply.status.as_u16() < 400 {

@@ -151,6 +151,7 @@ impl Cors {
         let origin = req.headers.get("origin")?;
         req.headers.get("access-control-request-method")?;
         let mut r = Reply::new(StatusCode::NO_CONTENT);
+        self.push_vary(&mut r.headers);
         if self.allowed_origin(origin) {
             self.push_origin(&mut r.headers, origin);
             r.headers.push((
@@ -180,6 +181,7 @@ impl Cors {
         req: &RequestHead<'_>,
         fields: &mut Vec<(HeaderName, HeaderValue)>,
     ) {
+        self.push_vary(fields);
         let Some(origin) = req.headers.get("origin") else {
             return;
         };
@@ -192,6 +194,15 @@ impl Cors {
         }
     }
 
+    /// `Vary: Origin` on every response of a policy that answers origins differently, also
+    /// those without an Origin or with one refused: a cache must not hand one origin's
+    /// answer to another.
+    fn push_vary(&self, fields: &mut Vec<(HeaderName, HeaderValue)>) {
+        if !self.any_origin || self.credentials {
+            fields.push((http::header::VARY, HeaderValue::from_static("Origin")));
+        }
+    }
+
     fn push_origin(&self, fields: &mut Vec<(HeaderName, HeaderValue)>, origin: &[u8]) {
         if self.any_origin && !self.credentials {
             fields.push((
@@ -200,7 +211,6 @@ impl Cors {
             ));
         } else if let Ok(v) = HeaderValue::from_bytes(origin) {
             fields.push((http::header::ACCESS_CONTROL_ALLOW_ORIGIN, v));
-            fields.push((http::header::VARY, HeaderValue::from_static("Origin")));
         }
         if self.credentials {
             fields.push((

@@ -1,6 +1,6 @@
-//! A rule's changes to a backend's response: its `headers` and, where the backend said
-//! nothing about caching, its `cache` policy (both on 2xx and 3xx, as for files), and the
-//! CORS fields for the request's origin.
+//! A rule's changes to a backend's response: its `headers` (on 2xx and 3xx, as for
+//! files), its `cache` policy where the backend said nothing about caching and the response
+//! is one a cache may keep, and its CORS fields in place of the backend's.
 
 use super::response::ResponseHead;
 use http::{HeaderName, HeaderValue, StatusCode};
@@ -11,7 +11,7 @@ pub struct ResponseEdits {
     pub remove: Vec<HeaderName>,
     /// Then appended: the rule's `set` fields, then its `add` fields.
     pub append: Vec<(HeaderName, HeaderValue)>,
-    /// Cache-Control and max-age in seconds, for responses without Cache-Control or Expires.
+    /// Cache-Control and max-age in seconds, for the responses `cacheable` takes.
     pub cache: Option<(HeaderValue, u64)>,
 }
 
@@ -29,8 +29,7 @@ impl ResponseEdits {
             head.append(name, value);
         }
         if let Some((cache_control, max_age)) = &self.cache {
-            // A backend's own policy wins: it may mark a signed-in page private.
-            if !head.has(&http::header::CACHE_CONTROL) && !head.has(&http::header::EXPIRES) {
+            if cacheable(status, head) {
                 head.append(&http::header::CACHE_CONTROL, cache_control);
                 if let Some(expires) = crate::http::expires_after(now, *max_age) {
                     head.append(&http::header::EXPIRES, &expires);
@@ -40,14 +39,35 @@ impl ResponseEdits {
     }
 }
 
-/// Puts the rule's CORS fields on a response in place of any the backend sent for the
-/// same names (two `Access-Control-Allow-Origin` fields fail the browser's check); a
-/// `Vary` is added to the backend's.
-pub fn apply_cors(fields: &[(HeaderName, HeaderValue)], head: &mut ResponseHead) {
+/// Whether a rule's cache policy may go on a backend's response: one the backend gave no
+/// policy of its own (it may mark a signed-in page private), with a status caches keep by
+/// default but for 300 (so no 302 to a login page or 304 overriding what the backend said
+/// on its 200), and no Set-Cookie (which a `public` policy would let shared caches keep).
+fn cacheable(status: StatusCode, head: &ResponseHead) -> bool {
+    matches!(status.as_u16(), 200 | 203 | 204 | 206 | 301 | 308)
+        && !head.has(&http::header::CACHE_CONTROL)
+        && !head.has(&http::header::EXPIRES)
+        && !head.has(&http::header::SET_COOKIE)
+}
+
+/// The fields of an actual response that say which origins may read it.
+const CORS_FIELDS: [HeaderName; 3] = [
+    http::header::ACCESS_CONTROL_ALLOW_ORIGIN,
+    http::header::ACCESS_CONTROL_ALLOW_CREDENTIALS,
+    http::header::ACCESS_CONTROL_EXPOSE_HEADERS,
+];
+
+/// With the rule's CORS (`Some`, the fields for this request's origin, maybe none): the
+/// backend's own CORS fields go, so the rule's origins are the only ones that can read
+/// the response, and the rule's fields are added (a `Vary` beside the backend's).
+pub fn apply_cors(fields: Option<&[(HeaderName, HeaderValue)]>, head: &mut ResponseHead) {
+    let Some(fields) = fields else {
+        return;
+    };
+    for name in &CORS_FIELDS {
+        head.remove(name);
+    }
     for (name, value) in fields {
-        if name != http::header::VARY {
-            head.remove(name);
-        }
         head.append(name, value);
     }
 }

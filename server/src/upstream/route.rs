@@ -41,7 +41,6 @@ pub struct BackendRoute {
     pub hsts: Option<http::HeaderValue>,
     /// The rule's `headers` and `cache`, when it has either.
     pub edits: Option<Arc<super::edits::ResponseEdits>>,
-    /// The rule's CORS fields for this request's origin (none without CORS or an allowed
-    /// origin).
-    pub cors: Vec<(http::HeaderName, HeaderValue)>,
+    /// With the rule's CORS, its fields for this request's origin (maybe none).
+    pub cors: Option<Vec<(http::HeaderName, HeaderValue)>>,
 }

@@ -136,7 +136,7 @@ pub async fn serve(req: BackendRequest<'_>, metrics: &Arc<Metrics>) -> UpstreamR
             crate::coarse_clock::unix_seconds(),
         );
     }
-    super::edits::apply_cors(&route.cors, &mut resp.head);
+    super::edits::apply_cors(route.cors.as_deref(), &mut resp.head);
     if let Some(hsts) = &route.hsts {
         resp.head
             .set_if_absent(http::header::STRICT_TRANSPORT_SECURITY, hsts);

@@ -258,7 +258,7 @@ pub struct CgiTarget {
     pub params: BTreeMap<String, String>,
 }
 
-/// Response header changes, applied in the order remove, set, add.
+/// Response header changes, applied in the order remove, set, add. Framing fields (Content-Length, Transfer-Encoding, Connection, Keep-Alive, Proxy-Connection, TE, Trailer, Upgrade) are refused: the server writes them itself.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HeaderOps {

@@ -68,12 +68,14 @@ pub fn shadowed_rules(rules: &[Rule]) -> Vec<Shadowing> {
     found
 }
 
-/// A redirect, fixed answer or refusal (or a split among them only) reaches neither the
-/// files nor a pool.
+/// A redirect, fixed answer or refusal (or a split whose drawn targets are all such)
+/// reaches neither the files nor a pool.
 fn reaches_nothing(action: &Action) -> bool {
     match action {
         Action::Redirect { .. } | Action::Return { .. } | Action::Deny { .. } => true,
-        Action::Split(targets) => targets.iter().all(|t| reaches_nothing(&t.action)),
+        Action::Split(targets) => targets
+            .iter()
+            .all(|t| t.weight == 0 || reaches_nothing(&t.action)),
         _ => false,
     }
 }

@@ -1,5 +1,5 @@
 //! Whether two rules' matches share a request, with a sample of one. Methods, headers,
-//! prefixes, exact paths and extensions are decided exactly, following how the server
+//! cookies, prefixes, exact paths and extensions are decided exactly, following how the server
 //! matches (`Conditions::matches`: the path is decoded and normalized, extensions compare
 //! without case, a regex searches anywhere in the path). A regex is tried on sample paths
 //! built from the other conditions and its own literals; when none fits, its anchored
@@ -46,6 +46,9 @@ pub fn overlap(a_prep: &Prepared<'_>, b_prep: &Prepared<'_>) -> Overlap {
     let Some(headers) = common_headers(a, b) else {
         return Overlap::Disjoint;
     };
+    let Some(cookies) = common_cookies(a, b) else {
+        return Overlap::Disjoint;
+    };
     let mut patterns = Vec::new();
     for pattern in [&a_prep.pattern, &b_prep.pattern].into_iter().flatten() {
         match pattern {
@@ -72,6 +75,15 @@ pub fn overlap(a_prep: &Prepared<'_>, b_prep: &Prepared<'_>) -> Overlap {
             .collect();
         let noun = if list.len() == 1 { "header" } else { "headers" };
         sample = format!("{sample} with {noun} {}", list.join(", "));
+    }
+    if !cookies.is_empty() {
+        let list: Vec<String> = cookies
+            .iter()
+            .map(|(name, value)| format!("{name}={}", value.unwrap_or("…")))
+            .collect();
+        let noun = if list.len() == 1 { "cookie" } else { "cookies" };
+        let joint = if headers.is_empty() { "with" } else { "and" };
+        sample = format!("{sample} {joint} {noun} {}", list.join("; "));
     }
     Overlap::Sample(sample)
 }
@@ -101,6 +113,21 @@ fn common_headers<'a>(a: &'a Match, b: &'a Match) -> Option<Vec<(&'a str, Option
             .find(|(name, _)| name.eq_ignore_ascii_case(&h.name))
         {
             None => merged.push((&h.name, value)),
+            Some((_, Some(have))) if value.is_some_and(|v| v != *have) => return None,
+            Some((_, have)) => *have = have.or(value),
+        }
+    }
+    Some(merged)
+}
+
+/// The cookie conditions of both rules merged by name (exactly: cookie names keep their
+/// case), or `None` when two require different values of the same cookie.
+fn common_cookies<'a>(a: &'a Match, b: &'a Match) -> Option<Vec<(&'a str, Option<&'a str>)>> {
+    let mut merged: Vec<(&str, Option<&str>)> = Vec::new();
+    for c in a.cookies.iter().chain(&b.cookies) {
+        let value = c.value.as_deref();
+        match merged.iter_mut().find(|(name, _)| *name == c.name) {
+            None => merged.push((&c.name, value)),
             Some((_, Some(have))) if value.is_some_and(|v| v != *have) => return None,
             Some((_, have)) => *have = have.or(value),
         }

@@ -179,6 +179,44 @@ fn methods_and_headers_narrow_the_overlap_and_show_in_the_sample() {
 }
 
 #[test]
+fn cookies_narrow_the_overlap_by_exact_name_and_show_in_the_sample() {
+    let yaml = |earlier: &str, later: &str| {
+        format!(
+            "
+- {{ match: {{ prefix: /, cookies: [{earlier}] }}, action: {{ static: {{}} }} }}
+- {{ match: {{ prefix: /admin/, {later} }}, action: {{ static: {{}} }}, {AUTH} }}
+"
+        )
+    };
+    let pinned = "{ name: canary, value: always }";
+    assert_eq!(
+        found(&yaml(pinned, "cookies: [{ name: canary, value: never }]")),
+        []
+    );
+    assert_eq!(
+        found(&yaml(pinned, "cookies: [{ name: Canary, value: never }]")),
+        [sample(
+            0,
+            1,
+            "/admin/ with cookies canary=always; Canary=never"
+        )],
+        "names keep their case"
+    );
+    assert_eq!(
+        found(&yaml(pinned, "headers: [{ name: X-A }]")),
+        [sample(
+            0,
+            1,
+            "/admin/ with header X-A and cookie canary=always"
+        )]
+    );
+    assert_eq!(
+        found(&yaml("{ name: session }", "methods: [GET]")),
+        [sample(0, 1, "GET /admin/ with cookie session=…")]
+    );
+}
+
+#[test]
 fn an_earlier_rule_with_modifiers_at_least_as_strict_shadows_nothing() {
     let yaml = |earlier: &str| {
         format!(

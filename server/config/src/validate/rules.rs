@@ -299,6 +299,8 @@ pub(super) fn check_rule(
                     format!("{p}.headers.remove[{i}]"),
                     format!("{name:?} is not a header name"),
                 );
+            } else if let Some(why) = framing_header(name) {
+                c.fail(format!("{p}.headers.remove[{i}]"), why);
             }
         }
         for (kind, map) in [("set", &h.set), ("add", &h.add)] {
@@ -308,6 +310,8 @@ pub(super) fn check_rule(
                         format!("{p}.headers.{kind}.{name}"),
                         format!("{name:?} is not a header name"),
                     );
+                } else if let Some(why) = framing_header(name) {
+                    c.fail(format!("{p}.headers.{kind}.{name}"), why);
                 } else if header_value_invalid(value) {
                     c.fail(
                         format!("{p}.headers.{kind}.{name}"),
@@ -463,6 +467,27 @@ fn is_token_char(b: u8) -> bool {
 
 fn http_method_invalid(m: &str) -> bool {
     m.is_empty() || !m.bytes().all(is_token_char)
+}
+
+/// Fields the server writes itself to frame a response and manage the connection: a
+/// rule's copy beside them would give two framings (a response a proxy in front may split
+/// differently from the client) or a connection header HTTP/2 forbids.
+const FRAMING_HEADERS: [&str; 8] = [
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "upgrade",
+];
+
+fn framing_header(name: &str) -> Option<String> {
+    FRAMING_HEADERS
+        .iter()
+        .any(|f| f.eq_ignore_ascii_case(name))
+        .then(|| format!("{name:?} frames the response or the connection, which the server manages itself; a rule cannot change it"))
 }
 
 fn header_name_invalid(n: &str) -> bool {
