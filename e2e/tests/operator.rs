@@ -166,7 +166,11 @@ async fn virtualserver_reconciles_into_a_serving_edge_farm() {
         "resources": { "requests": { "cpu": "20m", "memory": "16Mi" } },
         "rules": [
             { "name": "old", "match": { "prefix": "/old/" }, "action": { "redirect": { "to": "/", "status": 301 } } },
-            { "name": "app", "match": { "prefix": "/app/" }, "action": { "static": { "fallback": "/index.html" } } }
+            { "name": "app", "match": { "prefix": "/app/" }, "action": { "static": { "fallback": "/index.html" } } },
+            { "name": "ab", "match": { "prefix": "/ab/" }, "action": { "split": [
+                { "weight": 50, "action": { "respond": { "status": 200, "body": "a" } } },
+                { "weight": 50, "action": { "respond": { "status": 200, "body": "b" } } }
+            ] } }
         ]
     });
     ns.apply::<VirtualServer>(json!({ "metadata": { "name": "site" }, "spec": spec.clone() }))
@@ -202,6 +206,10 @@ async fn virtualserver_reconciles_into_a_serving_edge_farm() {
     assert_eq!(r.body, "<h1>operated</h1>\n");
     let r = wait_http(&format!("{url}/orders/7"), shell, |r| r.status == 404).await;
     assert_eq!(r.body, "<h1>lost</h1>\n");
+    // A split's targets both answer (the apiserver's CEL took the weights).
+    for body in ["a", "b"] {
+        wait_http(&format!("{url}/ab/"), shell, |r| r.body == body).await;
+    }
     let d = ns.api::<Deployment>().get("site").await.unwrap();
     assert_eq!(
         d.owner_references()[0].name,
