@@ -67,7 +67,7 @@ fn rule_headers_cache_and_cors_reach_backend_responses() {
         cors: {{ allow_origins: ["https://app.example"], expose_headers: [X-Total] }}
 pools:
   - {{ name: php, protocol: fastcgi, endpoints: ["127.0.0.1:{fpm_port}"], read_timeout: 5s }}
-  - {{ name: api, protocol: http, endpoints: ["127.0.0.1:{http_port}"] }}
+  - {{ name: api, protocol: http, endpoints: ["127.0.0.1:{http_port}"], max_body_size: 16 }}
 "#,
             root = site.path().display()
         ),
@@ -134,6 +134,21 @@ pools:
     assert_eq!(status, 404);
     assert_eq!(all(&h, "x-frame-options"), Vec::<&str>::new());
     assert_eq!(all(&h, "cache-control"), Vec::<&str>::new());
+    assert_eq!(
+        all(&h, "access-control-allow-origin"),
+        ["https://app.example"]
+    );
+
+    // So do answers refused before the backend is asked (a body over the pool's limit).
+    let big = "x".repeat(100);
+    let (status, h, _) = curl_i(&[
+        origin[0],
+        origin[1],
+        "--data",
+        &big,
+        &srv.url("/api/upload"),
+    ]);
+    assert_eq!(status, 413);
     assert_eq!(
         all(&h, "access-control-allow-origin"),
         ["https://app.example"]

@@ -170,8 +170,14 @@ impl Cors {
         Some(r)
     }
 
-    /// Adds the CORS headers of an actual (non-preflight) response.
+    /// Adds the CORS headers of an actual (non-preflight) response, in place of any the
+    /// rule's `headers` set (two Access-Control-Allow-Origin fields fail the browser's check).
     pub fn decorate(&self, req: &RequestHead<'_>, r: &mut Reply) {
+        r.headers.retain(|(n, _)| {
+            n != http::header::ACCESS_CONTROL_ALLOW_ORIGIN
+                && n != http::header::ACCESS_CONTROL_ALLOW_CREDENTIALS
+                && n != http::header::ACCESS_CONTROL_EXPOSE_HEADERS
+        });
         self.decorate_fields(req, &mut r.headers);
     }
 
@@ -182,12 +188,13 @@ impl Cors {
         fields: &mut Vec<(HeaderName, HeaderValue)>,
     ) {
         self.push_vary(fields);
-        let Some(origin) = req.headers.get("origin") else {
-            return;
+        // `*` whatever the request, so a cached answer serves every origin (Fetch, "CORS
+        // protocol and HTTP caches").
+        let origin = match req.headers.get("origin") {
+            _ if self.any_origin && !self.credentials => &b"*"[..],
+            Some(origin) if self.allowed_origin(origin) => origin,
+            _ => return,
         };
-        if !self.allowed_origin(origin) {
-            return;
-        }
         self.push_origin(fields, origin);
         if let Some(h) = &self.expose_headers {
             fields.push((http::header::ACCESS_CONTROL_EXPOSE_HEADERS, h.clone()));
@@ -411,5 +418,53 @@ mod tests {
             0x0a00_0000 + MAX_TRACKED_CLIENTS as u32 * 3 - 1,
         ));
         assert_eq!(rl.check(last), Err(60));
+    }
+
+    #[test]
+    fn cors_fields_replace_the_rules_own_and_caches_keep_origins_apart() {
+        let cors = |any_origin: bool| Cors {
+            any_origin,
+            origins: vec!["https://app.example".into()],
+            allow_methods: HeaderValue::from_static("GET"),
+            allow_headers: None,
+            expose_headers: None,
+            credentials: false,
+            max_age: None,
+        };
+        let fields = |c: &Cors, origin: Option<&'static str>| {
+            let sent = origin.map(|o| httparse::Header {
+                name: "Origin",
+                value: o.as_bytes(),
+            });
+            let sent: Vec<_> = sent.into_iter().collect();
+            let mut r = Reply::new(StatusCode::OK);
+            r.headers.push((
+                http::header::ACCESS_CONTROL_ALLOW_ORIGIN,
+                HeaderValue::from_static("https://set.by.headers"),
+            ));
+            c.decorate(&req_with("10.0.0.1", &sent), &mut r);
+            r.headers
+                .iter()
+                .map(|(n, v)| format!("{n}: {}", v.to_str().unwrap()))
+                .collect::<Vec<_>>()
+        };
+        let listed = cors(false);
+        assert_eq!(
+            fields(&listed, Some("https://app.example")),
+            [
+                "vary: Origin",
+                "access-control-allow-origin: https://app.example"
+            ]
+        );
+        assert_eq!(
+            fields(&listed, Some("https://evil.example")),
+            ["vary: Origin"]
+        );
+        assert_eq!(fields(&listed, None), ["vary: Origin"]);
+        // `*` is the same answer for every origin: sent without an Origin too, no Vary.
+        let any = cors(true);
+        for origin in [None, Some("https://evil.example")] {
+            assert_eq!(fields(&any, origin), ["access-control-allow-origin: *"]);
+        }
     }
 }

@@ -130,7 +130,9 @@ impl ResponseHead {
             ResponseHead::Map(m) => {
                 m.remove(name);
             }
-            ResponseHead::Fields(f) => f.remove(name.as_str()),
+            // A copy of the head only when the field is there.
+            ResponseHead::Fields(f) if f.get(name.as_str()).is_some() => f.remove(name.as_str()),
+            ResponseHead::Fields(_) => {}
         }
     }
 

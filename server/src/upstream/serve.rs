@@ -16,8 +16,27 @@ use http_body_util::BodyExt;
 use std::sync::Arc;
 use std::time::Instant;
 
-/// Serves a request from its route's pool.
+/// Serves a request from its route's pool, with the rule's and the virtual server's
+/// changes to the response (also to one refused before the backend was asked).
 pub async fn serve(req: BackendRequest<'_>, metrics: &Arc<Metrics>) -> UpstreamResponse {
+    let route = req.route;
+    let mut resp = exchange(req, metrics).await;
+    if let Some(edits) = &route.edits {
+        edits.apply(
+            resp.status,
+            &mut resp.head,
+            crate::coarse_clock::unix_seconds(),
+        );
+    }
+    super::edits::apply_cors(route.cors.as_deref(), &mut resp.head);
+    if let Some(hsts) = &route.hsts {
+        resp.head
+            .set_if_absent(http::header::STRICT_TRANSPORT_SECURITY, hsts);
+    }
+    resp
+}
+
+async fn exchange(req: BackendRequest<'_>, metrics: &Arc<Metrics>) -> UpstreamResponse {
     let BackendRequest {
         route,
         client,
@@ -128,19 +147,6 @@ pub async fn serve(req: BackendRequest<'_>, metrics: &Arc<Metrics>) -> UpstreamR
             error_response(failure.status())
         }
     };
-    let mut resp = resp;
-    if let Some(edits) = &route.edits {
-        edits.apply(
-            resp.status,
-            &mut resp.head,
-            crate::coarse_clock::unix_seconds(),
-        );
-    }
-    super::edits::apply_cors(route.cors.as_deref(), &mut resp.head);
-    if let Some(hsts) = &route.hsts {
-        resp.head
-            .set_if_absent(http::header::STRICT_TRANSPORT_SECURITY, hsts);
-    }
     handles.count(metrics, resp.status.as_u16());
     let first_byte = start.elapsed().as_secs_f64();
     handles.first_byte.observe(first_byte);
