@@ -216,12 +216,18 @@ pub struct Deny {
 
 /// A pool by name, for the HTTP proxy.
 #[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct PoolRef {
     /// The pool's name in `spec.pools`.
     pub pool: String,
     /// Host header sent to the backend (the client's by default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host: Option<String>,
+    /// Replaces what the rule's `match.prefix` (or `match.path`) matched: with `prefix:
+    /// /api/` and `rewritePath: /`, `/api/items?page=2` reaches the backend as
+    /// `/items?page=2` (NGINX VirtualServer's `rewritePath`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rewrite_path: Option<String>,
 }
 
 /// A pool by name, for FastCGI, uWSGI and SCGI.

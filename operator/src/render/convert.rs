@@ -109,6 +109,7 @@ impl From<&crd::PoolRef> for config::ProxyTarget {
     fn from(p: &crd::PoolRef) -> Self {
         config::ProxyTarget {
             host: p.host.clone(),
+            rewrite_path: p.rewrite_path.clone(),
             ..config::ProxyTarget::new(p.pool.clone())
         }
     }

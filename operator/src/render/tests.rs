@@ -189,7 +189,7 @@ fn splits_and_cookie_or_header_matches_reach_the_server() {
                   "action": { "proxy": { "pool": "v2" } } },
                 { "match": { "prefix": "/api/" },
                   "action": { "split": [
-                      { "weight": weights.0, "action": { "proxy": { "pool": "v1" } } },
+                      { "weight": weights.0, "action": { "proxy": { "pool": "v1", "rewritePath": "/" } } },
                       { "weight": weights.1, "action": { "proxy": { "pool": second_pool } } }
                   ] } }
             ],
@@ -221,7 +221,10 @@ fn splits_and_cookie_or_header_matches_reach_the_server() {
         config::Action::Split(vec![
             config::SplitTarget {
                 weight: 90,
-                action: config::Action::Proxy(config::ProxyTarget::new("v1"))
+                action: config::Action::Proxy(config::ProxyTarget {
+                    rewrite_path: Some("/".into()),
+                    ..config::ProxyTarget::new("v1")
+                })
             },
             config::SplitTarget {
                 weight: 10,

@@ -283,6 +283,58 @@ fn a_split_needs_two_targets_weights_adding_up_to_100_and_no_split_inside() {
 }
 
 #[test]
+fn a_rewrite_replaces_a_prefix_or_path_with_a_plain_path() {
+    let pools = "pools:\n  - { name: a, protocol: http, endpoints: [\"a:80\"] }\n";
+    let rule = |m: &str, to: &str| {
+        format!("      - match: {{ {m} }}\n        action: {{ proxy: {{ pool: a, rewrite_path: \"{to}\" }} }}\n")
+    };
+    let good: String = [
+        ("prefix: /api/", "/"),
+        ("path: /old", "/new"),
+        ("prefix: /v1/, methods: [GET]", "/v2/é x/"),
+    ]
+    .iter()
+    .map(|(m, to)| rule(m, to))
+    .collect();
+    assert_eq!(
+        problems(&format!(
+            "{}{pools}",
+            minimal(&format!("    rules:\n{good}"))
+        )),
+        Vec::<String>::new()
+    );
+    let bad: String = [
+        ("extensions: [php]", "/"),
+        ("prefix: /api/", "api"),
+        ("prefix: /api/", "/x?y=1"),
+        ("prefix: /api/", "/a%2Fb"),
+        ("prefix: /api/", "/a/../b"),
+    ]
+    .iter()
+    .map(|(m, to)| rule(m, to))
+    .collect();
+    let found = problems(&format!(
+        "{}{pools}",
+        minimal(&format!("    rules:\n{bad}"))
+    ));
+    let expected = [
+        "rules[0].action.proxy.rewrite_path: \"/\" replaces what match.prefix or match.path matched; give the rule one of them",
+        "rules[1].action.proxy.rewrite_path: \"api\" must be a path starting with '/'",
+        "rules[2].action.proxy.rewrite_path: \"/x?y=1\" holds '?'; give the path as text, without a query or escapes",
+        "rules[3].action.proxy.rewrite_path: \"/a%2Fb\" holds '%'; give the path as text, without a query or escapes",
+        "rules[4].action.proxy.rewrite_path: \"/a/../b\" has a dot segment",
+    ];
+    assert_eq!(found.len(), expected.len(), "{found:#?}");
+    for want in expected {
+        let want = format!("virtual_servers[0].{want}");
+        assert!(
+            found.iter().any(|got| got.ends_with(&want)),
+            "{want} not in {found:#?}"
+        );
+    }
+}
+
+#[test]
 fn a_cookie_condition_names_a_cookie_and_a_value_one_can_send() {
     let rule = |c: &str| {
         format!("      - match: {{ cookies: [{c}] }}\n        action: {{ static: {{}} }}\n")

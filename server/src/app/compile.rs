@@ -63,6 +63,7 @@ pub(super) fn compile_rule(
     let action = compile_action(
         &r.action,
         &format!("{at}.action"),
+        m,
         captures,
         pools,
         path_policy,
@@ -247,6 +248,7 @@ fn read_htpasswd(
 fn compile_action(
     action: &skiff_config::Action,
     at: &str,
+    m: &skiff_config::Match,
     captures: usize,
     pools: &HashMap<&str, Arc<Pool>>,
     path_policy: crate::fs::path::PathPolicy,
@@ -301,6 +303,15 @@ fn compile_action(
                     None => None,
                 },
                 upgrades: p.upgrades.iter().map(|u| u.to_ascii_lowercase()).collect(),
+                rewrite: match &p.rewrite_path {
+                    Some(to) => Some(crate::upstream::Rewrite {
+                        matched: m.prefix.clone().or_else(|| m.path.clone()).ok_or_else(|| {
+                            format!("{at}.proxy.rewrite_path: needs match.prefix or match.path")
+                        })?,
+                        to: to.clone(),
+                    }),
+                    None => None,
+                },
             },
         })),
         skiff_config::Action::Fastcgi(t)
@@ -331,7 +342,7 @@ fn compile_action(
                 let here = format!("{at}.split[{i}].action");
                 weighted.push((
                     weight,
-                    compile_action(&t.action, &here, captures, pools, path_policy)?,
+                    compile_action(&t.action, &here, m, captures, pools, path_policy)?,
                 ));
             }
             Action::Split(Box::new(

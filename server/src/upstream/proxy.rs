@@ -133,6 +133,8 @@ pub(super) struct Target<'r> {
     pub upgrades: &'r [String],
     /// The client came over HTTPS (X-Forwarded-Proto).
     pub secure: bool,
+    /// The path and query to send instead of the client's (`rewrite_path`).
+    pub rewritten: Option<String>,
 }
 
 pub(super) async fn forward(
@@ -177,7 +179,10 @@ pub(super) async fn forward(
             ));
         };
         let endpoint = pool.endpoints[i].address.to_string();
-        let target = parts.uri.path_and_query().map_or("/", |pq| pq.as_str());
+        let target = match &to.rewritten {
+            Some(t) => t.as_str(),
+            None => parts.uri.path_and_query().map_or("/", |pq| pq.as_str()),
+        };
         let authority = dialed.map_or_else(|| endpoint.clone(), |a| a.to_string());
         let uri: http::Uri = format!("http://{authority}{target}").parse().map_err(|e| {
             (

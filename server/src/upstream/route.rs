@@ -19,7 +19,34 @@ pub enum Forwarding {
     Http {
         host: Option<HeaderValue>,
         upgrades: Vec<String>,
+        rewrite: Option<Rewrite>,
     },
+}
+
+/// A proxy rule's `rewrite_path`: the cleaned path's `matched` start (the rule's prefix or
+/// exact path) becomes `to`.
+pub struct Rewrite {
+    pub matched: String,
+    pub to: String,
+}
+
+impl Rewrite {
+    /// The path and query the backend gets for cleaned path `path` and `query`; `None`
+    /// when the path does not start with what the rule matched (it always does).
+    pub fn target(&self, path: &str, query: Option<&str>) -> Option<String> {
+        let rest = path.strip_prefix(self.matched.as_str())?;
+        // `prefix: /api` with `to: /` must not give `//items` for `/api/items`.
+        let rest = match self.to.ends_with('/') {
+            true => rest.strip_prefix('/').unwrap_or(rest),
+            false => rest,
+        };
+        let mut out = skiff_http::path::percent_encode_path(&format!("{}{rest}", self.to));
+        if let Some(q) = query {
+            out.push('?');
+            out.push_str(q);
+        }
+        Some(out)
+    }
 }
 
 /// A rule's backend: the pool and how to forward to it.
@@ -43,4 +70,30 @@ pub struct BackendRoute {
     pub edits: Option<Arc<super::edits::ResponseEdits>>,
     /// With the rule's CORS, its fields for this request's origin (maybe none).
     pub cors: Option<Vec<(http::HeaderName, HeaderValue)>>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Rewrite;
+
+    #[test]
+    fn a_rewrite_replaces_what_the_rule_matched_and_keeps_the_query() {
+        let r = |matched: &str, to: &str| Rewrite {
+            matched: matched.into(),
+            to: to.into(),
+        };
+        let api = r("/api/", "/");
+        assert_eq!(
+            api.target("/api/items", Some("page=2")).unwrap(),
+            "/items?page=2"
+        );
+        assert_eq!(api.target("/api/", None).unwrap(), "/");
+        assert_eq!(api.target("/api/a b/é", None).unwrap(), "/a%20b/%C3%A9");
+        assert_eq!(r("/api", "/").target("/api/items", None).unwrap(), "/items");
+        assert_eq!(r("/api", "/").target("/api", None).unwrap(), "/");
+        assert_eq!(r("/v1/", "/v2/").target("/v1/x", None).unwrap(), "/v2/x");
+        assert_eq!(r("/old", "/new").target("/old", Some("")).unwrap(), "/new?");
+        assert_eq!(r("/app", "/srv").target("/app/x", None).unwrap(), "/srv/x");
+        assert_eq!(api.target("/other", None), None);
+    }
 }

@@ -111,12 +111,22 @@ async fn exchange(req: BackendRequest<'_>, metrics: &Arc<Metrics>) -> UpstreamRe
     let active = InFlight::new(&handles.active);
     let start = Instant::now();
     let result = match (&route.backend.forwarding, message) {
-        (Forwarding::Http { host, upgrades }, Message::Http(req)) => {
+        (
+            Forwarding::Http {
+                host,
+                upgrades,
+                rewrite,
+            },
+            Message::Http(req),
+        ) => {
             let (parts, body) = req.into_parts();
             let to = proxy::Target {
                 host: host.as_ref(),
                 upgrades,
                 secure: route.secure,
+                rewritten: rewrite
+                    .as_ref()
+                    .and_then(|r| r.target(&route.path, parts.uri.query())),
             };
             proxy::forward(pool, &mut slot, parts, body, client, to)
                 .await

@@ -56,11 +56,12 @@ fn check_action(
     c: &mut Checker,
     at: &str,
     action: &Action,
+    m: &Match,
     captures: usize,
     pools: &HashMap<&str, PoolProtocol>,
 ) {
     match action {
-        Action::Split(targets) => check_split(c, at, targets, captures, pools),
+        Action::Split(targets) => check_split(c, at, targets, m, captures, pools),
         Action::Static { fallback, .. } => {
             if let Some(Err(e)) = fallback.as_deref().map(check_fallback) {
                 c.fail(format!("{at}.static.fallback"), e);
@@ -158,12 +159,16 @@ fn check_action(
                 }
             }
         }
-        Action::Proxy(t)
+        Action::Proxy(t) => {
             if t.host
                 .as_ref()
-                .is_some_and(|h| header_value_invalid(h) || h.is_empty()) =>
-        {
-            c.fail(format!("{at}.proxy.host"), "not a valid Host value");
+                .is_some_and(|h| header_value_invalid(h) || h.is_empty())
+            {
+                c.fail(format!("{at}.proxy.host"), "not a valid Host value");
+            }
+            if let Some(Err(e)) = t.rewrite_path.as_deref().map(|to| check_rewrite(to, m)) {
+                c.fail(format!("{at}.proxy.rewrite_path"), e);
+            }
         }
         _ => {}
     }
@@ -174,6 +179,7 @@ fn check_split(
     c: &mut Checker,
     at: &str,
     targets: &[SplitTarget],
+    m: &Match,
     captures: usize,
     pools: &HashMap<&str, PoolProtocol>,
 ) {
@@ -208,7 +214,7 @@ fn check_split(
                 "a split cannot hold another split; give its targets their share of this one",
             );
         } else {
-            check_action(c, &format!("{here}.action"), &t.action, captures, pools);
+            check_action(c, &format!("{here}.action"), &t.action, m, captures, pools);
         }
     }
     if !targets.is_empty() && total != 100 {
@@ -217,6 +223,31 @@ fn check_split(
             format!("the weights add up to {total}; they must add up to 100"),
         );
     }
+}
+
+/// A rewrite replaces what `match.prefix` or `match.path` matched with a path that can
+/// stand in a request target.
+fn check_rewrite(to: &str, m: &Match) -> Result<(), String> {
+    if m.prefix.is_none() && m.path.is_none() {
+        return Err(format!(
+            "{to:?} replaces what match.prefix or match.path matched; give the rule one of them"
+        ));
+    }
+    if !to.starts_with('/') {
+        return Err(format!("{to:?} must be a path starting with '/'"));
+    }
+    if let Some(ch) = to
+        .chars()
+        .find(|ch| matches!(ch, '?' | '#' | '%' | '\\') || ch.is_control())
+    {
+        return Err(format!(
+            "{to:?} holds {ch:?}; give the path as text, without a query or escapes"
+        ));
+    }
+    if to.split('/').any(|s| s == "." || s == "..") {
+        return Err(format!("{to:?} has a dot segment"));
+    }
+    Ok(())
 }
 
 pub(super) fn check_rule(
@@ -291,7 +322,7 @@ pub(super) fn check_rule(
             }
         }
     }
-    check_action(c, &format!("{p}.action"), &rule.action, captures, pools);
+    check_action(c, &format!("{p}.action"), &rule.action, m, captures, pools);
     if let Some(h) = &rule.headers {
         for (i, name) in h.remove.iter().enumerate() {
             if header_name_invalid(name) {
