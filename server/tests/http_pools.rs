@@ -336,6 +336,8 @@ fn a_rewrite_sends_the_backend_its_own_paths() {
         action: {{ proxy: {{ pool: api, rewrite_path: / }} }}
       - match: {{ path: /old }}
         action: {{ proxy: {{ pool: api, rewrite_path: /new/home }} }}
+      - match: {{ prefix: /raw }}
+        action: {{ proxy: {{ pool: api, rewrite_path: / }} }}
       - match: {{ prefix: /v1 }}
         action:
           split:
@@ -369,6 +371,10 @@ pools:
         "GET /b%20c"
     );
     assert_eq!(first_line(&[&srv.url("/old?x")]), "GET /new/home?x");
+    // A prefix without its slash cannot be used to climb out of the rewritten path.
+    assert_eq!(first_line(&[&srv.url("/rawx/y")]), "GET /x/y");
+    let (status, _, _) = curl_i(&["--path-as-is", &srv.url("/raw../admin")]);
+    assert_eq!(status, 400);
     assert_eq!(first_line(&[&srv.url("/v1/users/7")]), "GET /v2/users/7");
     assert_eq!(
         first_line(&["--data", "x", &srv.url("/v1")]),

@@ -225,7 +225,8 @@ pub struct PoolRef {
     pub host: Option<String>,
     /// Replaces what the rule's `match.prefix` (or `match.path`) matched: with `prefix:
     /// /api/` and `rewritePath: /`, `/api/items?page=2` reaches the backend as
-    /// `/items?page=2` (NGINX VirtualServer's `rewritePath`).
+    /// `/items?page=2` (NGINX VirtualServer's `rewritePath`). Give prefixes a trailing
+    /// `/`: `prefix: /api` also takes `/apix`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rewrite_path: Option<String>,
 }

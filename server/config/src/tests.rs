@@ -309,6 +309,9 @@ fn a_rewrite_replaces_a_prefix_or_path_with_a_plain_path() {
         ("prefix: /api/", "/x?y=1"),
         ("prefix: /api/", "/a%2Fb"),
         ("prefix: /api/", "/a/../b"),
+        ("prefix: /api/", "//evil/"),
+        ("prefix: /api/", "/a/..;x/"),
+        ("prefix: /api/", "/a#b"),
     ]
     .iter()
     .map(|(m, to)| rule(m, to))
@@ -320,9 +323,12 @@ fn a_rewrite_replaces_a_prefix_or_path_with_a_plain_path() {
     let expected = [
         "rules[0].action.proxy.rewrite_path: \"/\" replaces what match.prefix or match.path matched; give the rule one of them",
         "rules[1].action.proxy.rewrite_path: \"api\" must be a path starting with '/'",
-        "rules[2].action.proxy.rewrite_path: \"/x?y=1\" holds '?'; give the path as text, without a query or escapes",
-        "rules[3].action.proxy.rewrite_path: \"/a%2Fb\" holds '%'; give the path as text, without a query or escapes",
-        "rules[4].action.proxy.rewrite_path: \"/a/../b\" has a dot segment",
+        "rules[2].action.proxy.rewrite_path: \"/x?y=1\" holds '?', a query",
+        "rules[3].action.proxy.rewrite_path: \"/a%2Fb\" holds '%', a percent escape (write the text: it is encoded for the backend)",
+        "rules[4].action.proxy.rewrite_path: \"/a/../b\" has a dot segment (\"..\")",
+        "rules[5].action.proxy.rewrite_path: \"//evil/\" has an empty segment; a backend may read `//name` as a host",
+        "rules[6].action.proxy.rewrite_path: \"/a/..;x/\" has a dot segment (\"..;x\")",
+        "rules[7].action.proxy.rewrite_path: \"/a#b\" holds '#', a fragment",
     ];
     assert_eq!(found.len(), expected.len(), "{found:#?}");
     for want in expected {

@@ -31,21 +31,33 @@ pub struct Rewrite {
 }
 
 impl Rewrite {
-    /// The path and query the backend gets for cleaned path `path` and `query`; `None`
-    /// when the path does not start with what the rule matched (it always does).
-    pub fn target(&self, path: &str, query: Option<&str>) -> Option<String> {
-        let rest = path.strip_prefix(self.matched.as_str())?;
-        // `prefix: /api` with `to: /` must not give `//items` for `/api/items`.
+    /// The path and query the backend gets for cleaned path `path` and `query`: 400 when
+    /// the joined path would hold a dot segment (`prefix: /api` with `to: /` and
+    /// `/api../admin`, nginx's "off-by-slash"), 500 when the path does not start with what
+    /// the rule matched (matching guarantees it does).
+    pub fn target(&self, path: &str, query: Option<&str>) -> Result<String, http::StatusCode> {
+        let rest = path
+            .strip_prefix(self.matched.as_str())
+            .ok_or(http::StatusCode::INTERNAL_SERVER_ERROR)?;
+        // `prefix: /api/` with `to: /` must not give `//items` for `/api/items`.
         let rest = match self.to.ends_with('/') {
             true => rest.strip_prefix('/').unwrap_or(rest),
             false => rest,
         };
-        let mut out = skiff_http::path::percent_encode_path(&format!("{}{rest}", self.to));
+        let joined = format!("{}{rest}", self.to);
+        let dotted = |s: &str| s == "." || s == ".." || s.starts_with(".;") || s.starts_with("..;");
+        if joined.split('/').any(dotted) {
+            return Err(http::StatusCode::BAD_REQUEST);
+        }
+        // What came from the client keeps `;` encoded, as it arrived: decoded, a backend
+        // such as Tomcat would read `/x%3B.css` as `/x` with a path parameter.
+        let mut out = skiff_http::path::percent_encode_path(&self.to);
+        out.push_str(&skiff_http::path::percent_encode_path(rest).replace(';', "%3B"));
         if let Some(q) = query {
             out.push('?');
             out.push_str(q);
         }
-        Some(out)
+        Ok(out)
     }
 }
 
@@ -94,6 +106,38 @@ mod tests {
         assert_eq!(r("/v1/", "/v2/").target("/v1/x", None).unwrap(), "/v2/x");
         assert_eq!(r("/old", "/new").target("/old", Some("")).unwrap(), "/new?");
         assert_eq!(r("/app", "/srv").target("/app/x", None).unwrap(), "/srv/x");
-        assert_eq!(api.target("/other", None), None);
+        assert_eq!(
+            api.target("/other", None),
+            Err(http::StatusCode::INTERNAL_SERVER_ERROR)
+        );
+        // Nothing the client sends can climb out of the rewritten path.
+        for path in [
+            "/api..",
+            "/api../admin",
+            "/api..;/admin",
+            "/api.",
+            "/api.;x",
+        ] {
+            assert_eq!(
+                r("/api", "/").target(path, None),
+                Err(http::StatusCode::BAD_REQUEST),
+                "{path}"
+            );
+            assert_eq!(
+                r("/api", "/internal/v2/").target(path, None),
+                Err(http::StatusCode::BAD_REQUEST),
+                "{path}"
+            );
+        }
+        assert_eq!(r("/api", "/").target("/apix/y", None).unwrap(), "/x/y");
+        assert_eq!(
+            api.target("/api/x;.css", None).unwrap(),
+            "/x%3B.css",
+            "the client's `;` stays encoded"
+        );
+        assert_eq!(
+            r("/a/", "/m;v=1/").target("/a/b", None).unwrap(),
+            "/m;v=1/b"
+        );
     }
 }

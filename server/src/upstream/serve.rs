@@ -120,13 +120,18 @@ async fn exchange(req: BackendRequest<'_>, metrics: &Arc<Metrics>) -> UpstreamRe
             Message::Http(req),
         ) => {
             let (parts, body) = req.into_parts();
+            let rewritten = match rewrite {
+                Some(r) => match r.target(&route.path, parts.uri.query()) {
+                    Ok(target) => Some(target),
+                    Err(status) => return error_response(status),
+                },
+                None => None,
+            };
             let to = proxy::Target {
                 host: host.as_ref(),
                 upgrades,
                 secure: route.secure,
-                rewritten: rewrite
-                    .as_ref()
-                    .and_then(|r| r.target(&route.path, parts.uri.query())),
+                rewritten,
             };
             proxy::forward(pool, &mut slot, parts, body, client, to)
                 .await

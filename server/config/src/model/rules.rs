@@ -211,7 +211,7 @@ pub struct ProxyTarget {
     /// The Host header sent to the backend; by default the client's is passed on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host: Option<String>,
-    /// Replaces the part of the path the rule's `match.prefix` (or `match.path`) matched, as nginx's `proxy_pass http://backend/;` in `location /api/` and NGINX VirtualServer's `rewritePath`: with `prefix: /api/` and `rewrite_path: /`, `/api/items?page=2` reaches the backend as `/items?page=2`. The backend gets the cleaned path, percent-encoded again. Needs `match.prefix` or `match.path`.
+    /// Replaces the part of the path the rule's `match.prefix` (or `match.path`) matched, as nginx's `proxy_pass http://backend/;` in `location /api/` and NGINX VirtualServer's `rewritePath`: with `prefix: /api/` and `rewrite_path: /`, `/api/items?page=2` reaches the backend as `/items?page=2`. The backend gets the cleaned path, percent-encoded again (a `;` the client sent stays `%3B`); a joined path with a `.` or `..` segment (`prefix: /api` and `/api../x`) is answered 400. Needs `match.prefix` or `match.path`; give prefixes a trailing `/`, as `prefix: /api` also takes `/apix`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rewrite_path: Option<String>,
     /// `Upgrade` protocols tunnelled to the backend (case-insensitive). Only WebSocket by default: once tunnelled, the connection's bytes bypass every rule, so an `Upgrade: h2c` would reach paths a `deny` rule guards.

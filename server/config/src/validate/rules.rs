@@ -225,8 +225,8 @@ fn check_split(
     }
 }
 
-/// A rewrite replaces what `match.prefix` or `match.path` matched with a path that can
-/// stand in a request target.
+/// A rewrite replaces what `match.prefix` or `match.path` matched with a path written as
+/// text (the server encodes it), which no request could read differently.
 fn check_rewrite(to: &str, m: &Match) -> Result<(), String> {
     if m.prefix.is_none() && m.path.is_none() {
         return Err(format!(
@@ -236,16 +236,27 @@ fn check_rewrite(to: &str, m: &Match) -> Result<(), String> {
     if !to.starts_with('/') {
         return Err(format!("{to:?} must be a path starting with '/'"));
     }
-    if let Some(ch) = to
-        .chars()
-        .find(|ch| matches!(ch, '?' | '#' | '%' | '\\') || ch.is_control())
-    {
+    for ch in to.chars() {
+        let what = match ch {
+            '?' => "a query",
+            '#' => "a fragment",
+            '%' => "a percent escape (write the text: it is encoded for the backend)",
+            '\\' => "a backslash",
+            c if c.is_control() => "a control character",
+            _ => continue,
+        };
+        return Err(format!("{to:?} holds {ch:?}, {what}"));
+    }
+    if to.contains("//") {
         return Err(format!(
-            "{to:?} holds {ch:?}; give the path as text, without a query or escapes"
+            "{to:?} has an empty segment; a backend may read `//name` as a host"
         ));
     }
-    if to.split('/').any(|s| s == "." || s == "..") {
-        return Err(format!("{to:?} has a dot segment"));
+    if let Some(seg) = to
+        .split('/')
+        .find(|s| *s == "." || *s == ".." || s.starts_with(".;") || s.starts_with("..;"))
+    {
+        return Err(format!("{to:?} has a dot segment ({seg:?})"));
     }
     Ok(())
 }
