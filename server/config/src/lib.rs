@@ -126,4 +126,6 @@ pub fn parse_cidr(text: &str) -> Result<ipnet::IpNet, String> {
 }
 
 #[cfg(test)]
+mod action_tests;
+#[cfg(test)]
 mod tests;

@@ -1,0 +1,222 @@
+//! The validator's messages for what actions and rule headers may hold: fallbacks,
+//! framing fields, splits, rewrites and cookie conditions.
+
+use crate::tests::{minimal, problems};
+
+#[test]
+fn a_fallback_must_name_a_file_under_the_root_as_it_is_on_disk() {
+    let rule = |f: &str| format!("      - action: {{ static: {{ fallback: \"{f}\" }} }}\n");
+    let good = [
+        "/index.html",
+        "/",
+        "/app/",
+        "/.well-known/shell.html",
+        "/a b/ü.html",
+    ];
+    for f in good {
+        assert_eq!(
+            problems(&minimal(&format!("    rules:\n{}", rule(f)))),
+            Vec::<String>::new(),
+            "{f}"
+        );
+    }
+    let bad: String = [
+        "index.html",
+        "/index.html?v=1",
+        "/%69ndex.html",
+        "/app/../index.html",
+        "/./index.html",
+        "/.git/config",
+        "/a\\\\b",
+        "/..;x/index.html",
+    ]
+    .iter()
+    .map(|f| rule(f))
+    .collect();
+    let found = problems(&minimal(&format!("    rules:\n{bad}")));
+    let expected = [
+        "\"index.html\" must be a path starting with '/'",
+        "\"/index.html?v=1\" holds '?'; give the file's path under the root as it is on disk, without a query or escapes",
+        "\"/%69ndex.html\" holds '%'",
+        "\"/app/../index.html\" has a \"..\" segment; give the path from the root",
+        "\"/./index.html\" has a \".\" segment",
+        "\"/.git/config\" names a hidden file or folder (\".git\"), which is never served as a fallback",
+        "\"/a\\\\b\" holds '\\\\', which no request path can name",
+        "\"/..;x/index.html\" has a dot segment with parameters (\"..;x\"), which no request path can name",
+    ];
+    assert_eq!(found.len(), expected.len(), "{found:#?}");
+    for (i, (got, want)) in found.iter().zip(expected).enumerate() {
+        assert!(
+            got.contains(&format!(
+                "virtual_servers[0].rules[{i}].action.static.fallback: {want}"
+            )),
+            "{got}"
+        );
+    }
+}
+
+#[test]
+fn a_rule_cannot_change_the_fields_that_frame_a_response() {
+    let yaml = minimal(
+        "    rules:\n      - action: { static: {} }\n        headers: { set: { Content-Length: \"0\" }, add: { transfer-encoding: chunked }, remove: [Connection] }\n",
+    );
+    let found = problems(&yaml);
+    for (at, name) in [
+        ("set.Content-Length", "Content-Length"),
+        ("add.transfer-encoding", "transfer-encoding"),
+        ("remove[0]", "Connection"),
+    ] {
+        let want = format!("virtual_servers[0].rules[0].headers.{at}: {name:?} frames the response or the connection, which the server manages itself; a rule cannot change it");
+        assert!(
+            found.iter().any(|f| f.ends_with(&want)),
+            "{want} not in {found:#?}"
+        );
+    }
+    assert_eq!(found.len(), 3, "{found:#?}");
+}
+
+#[test]
+fn a_split_needs_two_targets_weights_adding_up_to_100_and_no_split_inside() {
+    let pools = "pools:\n  - { name: a, protocol: http, endpoints: [\"a:80\"] }\n  - { name: b, protocol: http, endpoints: [\"b:80\"] }\n";
+    let rules = |actions: &[&str]| {
+        let rules: String = actions
+            .iter()
+            .map(|a| format!("      - action: {{ split: [{a}] }}\n"))
+            .collect();
+        format!("{}{pools}", minimal(&format!("    rules:\n{rules}")))
+    };
+    let a = "{ proxy: { pool: a } }";
+    let b = "{ proxy: { pool: b } }";
+    assert_eq!(
+        problems(&rules(&[
+            &format!("{{ weight: 95, action: {a} }}, {{ weight: 5, action: {b} }}"),
+            &format!("{{ weight: 0, action: {a} }}, {{ weight: 100, action: {{ static: {{}} }} }}"),
+        ])),
+        Vec::<String>::new()
+    );
+    let found = problems(&rules(&[
+        &format!("{{ weight: 100, action: {a} }}"),
+        &format!("{{ weight: 60, action: {a} }}, {{ weight: 30, action: {b} }}"),
+        &format!("{{ weight: 150, action: {a} }}, {{ weight: 0, action: {b} }}"),
+        &format!("{{ weight: 50, action: {a} }}, {{ weight: 50, action: {{ split: [{{ weight: 100, action: {b} }}] }} }}"),
+        "{ weight: 50, action: { proxy: { pool: nope } } }, { weight: 50, action: { fastcgi: { pool: b } } }",
+        "{ weight: 50, action: { static: { fallback: app.html } } }, { weight: 50, action: { deny: { status: 200 } } }",
+    ]));
+    let expected = [
+        "rules[0].action.split: has 1 target(s); a split needs at least two (use the action itself for one)",
+        "rules[1].action.split: the weights add up to 90; they must add up to 100",
+        "rules[2].action.split[0].weight: 150 is a percentage; expected 0 to 100",
+        "rules[2].action.split: the weights add up to 150; they must add up to 100",
+        "rules[3].action.split[1].action.split: a split cannot hold another split; give its targets their share of this one",
+        "rules[4].action.split[0].action.proxy.pool: no pool named \"nope\" (defined: a, b)",
+        "rules[4].action.split[1].action.fastcgi.pool: pool \"b\" speaks http, but this action needs a fastcgi pool",
+        "rules[5].action.split[0].action.static.fallback: \"app.html\" must be a path starting with '/'",
+        "rules[5].action.split[1].action.deny.status: 200 is out of range; expected 400 to 599",
+    ];
+    assert_eq!(found.len(), expected.len(), "{found:#?}");
+    for want in expected {
+        let want = format!("virtual_servers[0].{want}");
+        assert!(
+            found.iter().any(|got| got.ends_with(&want)),
+            "{want} not in {found:#?}"
+        );
+    }
+}
+
+#[test]
+fn a_rewrite_replaces_a_prefix_or_path_with_a_plain_path() {
+    let pools = "pools:\n  - { name: a, protocol: http, endpoints: [\"a:80\"] }\n";
+    let rule = |m: &str, to: &str| {
+        format!("      - match: {{ {m} }}\n        action: {{ proxy: {{ pool: a, rewrite_path: \"{to}\" }} }}\n")
+    };
+    let good: String = [
+        ("prefix: /api/", "/"),
+        ("path: /old", "/new"),
+        ("prefix: /v1/, methods: [GET]", "/v2/é x/"),
+    ]
+    .iter()
+    .map(|(m, to)| rule(m, to))
+    .collect();
+    assert_eq!(
+        problems(&format!(
+            "{}{pools}",
+            minimal(&format!("    rules:\n{good}"))
+        )),
+        Vec::<String>::new()
+    );
+    let bad: String = [
+        ("extensions: [php]", "/"),
+        ("prefix: /api/", "api"),
+        ("prefix: /api/", "/x?y=1"),
+        ("prefix: /api/", "/a%2Fb"),
+        ("prefix: /api/", "/a/../b"),
+        ("prefix: /api/", "//evil/"),
+        ("prefix: /api/", "/a/..;x/"),
+        ("prefix: /api/", "/a#b"),
+    ]
+    .iter()
+    .map(|(m, to)| rule(m, to))
+    .collect();
+    let found = problems(&format!(
+        "{}{pools}",
+        minimal(&format!("    rules:\n{bad}"))
+    ));
+    let expected = [
+        "rules[0].action.proxy.rewrite_path: \"/\" replaces what match.prefix or match.path matched; give the rule one of them",
+        "rules[1].action.proxy.rewrite_path: \"api\" must be a path starting with '/'",
+        "rules[2].action.proxy.rewrite_path: \"/x?y=1\" holds '?', a query",
+        "rules[3].action.proxy.rewrite_path: \"/a%2Fb\" holds '%', a percent escape (write the text: it is encoded for the backend)",
+        "rules[4].action.proxy.rewrite_path: \"/a/../b\" has a dot segment (\"..\")",
+        "rules[5].action.proxy.rewrite_path: \"//evil/\" has an empty segment; a backend may read `//name` as a host",
+        "rules[6].action.proxy.rewrite_path: \"/a/..;x/\" has a dot segment (\"..;x\")",
+        "rules[7].action.proxy.rewrite_path: \"/a#b\" holds '#', a fragment",
+    ];
+    assert_eq!(found.len(), expected.len(), "{found:#?}");
+    for want in expected {
+        let want = format!("virtual_servers[0].{want}");
+        assert!(
+            found.iter().any(|got| got.ends_with(&want)),
+            "{want} not in {found:#?}"
+        );
+    }
+}
+
+#[test]
+fn a_cookie_condition_names_a_cookie_and_a_value_one_can_send() {
+    let rule = |c: &str| {
+        format!("      - match: {{ cookies: [{c}] }}\n        action: {{ static: {{}} }}\n")
+    };
+    let good: String = [
+        "{ name: canary }",
+        "{ name: canary, value: always }",
+        "{ name: v, value: '\"q\"' }",
+    ]
+    .iter()
+    .map(|c| rule(c))
+    .collect();
+    assert_eq!(
+        problems(&minimal(&format!("    rules:\n{good}"))),
+        Vec::<String>::new()
+    );
+    let bad: String = [
+        "{ name: \"a b\" }",
+        "{ name: c, value: \"x;y\" }",
+        "{ name: c, value: \"a b\" }",
+    ]
+    .iter()
+    .map(|c| rule(c))
+    .collect();
+    let found = problems(&minimal(&format!("    rules:\n{bad}")));
+    let expected = [
+        "rules[0].match.cookies[0].name: \"a b\" is not a cookie name",
+        "rules[1].match.cookies[0].value: \"x;y\" holds ';', which a cookie value cannot",
+        "rules[2].match.cookies[0].value: \"a b\" holds ' ', which a cookie value cannot",
+    ];
+    assert_eq!(found.len(), expected.len(), "{found:#?}");
+    for (got, want) in found.iter().zip(expected) {
+        assert!(
+            got.contains(&format!("virtual_servers[0].{want}")),
+            "{got}\nwanted {want}"
+        );
+    }
+}
