@@ -119,6 +119,11 @@ pools:
     );
     assert_eq!(all(&h, "expires"), ["Thu, 01 Jan 1970 00:00:00 GMT"]);
 
+    // Nor on an answer to a request with credentials: the backend's to mark cacheable.
+    let (_, h, _) = curl_i(&["-u", "ann:secret", &srv.url("/api/plain")]);
+    assert_eq!(all(&h, "cache-control"), Vec::<&str>::new());
+    assert_eq!(all(&h, "x-frame-options"), ["DENY"]);
+
     // No policy of the rule on a redirect (a cached 302 to a sign-in page loops) or on a
     // response that sets a cookie (which shared caches must not keep); the rest still apply.
     for path in ["/api/login", "/api/session"] {

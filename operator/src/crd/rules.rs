@@ -21,7 +21,8 @@ pub struct Rule {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub headers: Option<HeaderChanges>,
     /// Cache-Control and Expires for 2xx and 3xx responses; on a backend's, only for a
-    /// 200, 203, 204, 206, 301 or 308 without Cache-Control, Expires or Set-Cookie.
+    /// 200, 203, 204, 206, 301 or 308 without Cache-Control, Expires or Set-Cookie, to a
+    /// request without Authorization. `public` beside `basicAuth` is refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache: Option<CachePolicy>,
     /// CORS: answers preflights and adds Access-Control-* headers (in place of a

@@ -220,3 +220,19 @@ fn a_cookie_condition_names_a_cookie_and_a_value_one_can_send() {
         );
     }
 }
+
+#[test]
+fn what_basic_auth_protects_is_never_cached_for_everyone() {
+    let rule = |visibility: &str| {
+        minimal(&format!(
+            "    rules:\n      - action: {{ static: {{}} }}\n        basic_auth: {{ htpasswd: /h }}\n        cache: {{ max_age: 60, visibility: {visibility} }}\n"
+        ))
+    };
+    assert_eq!(problems(&rule("private")), Vec::<String>::new());
+    let found = problems(&rule("public"));
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert!(
+        found[0].ends_with("virtual_servers[0].rules[0].cache.visibility: `public` would let a shared cache (a CDN, a proxy) serve what basic_auth protects to anyone; use `private` or leave it out"),
+        "{found:#?}"
+    );
+}

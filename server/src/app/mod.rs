@@ -336,6 +336,7 @@ impl App {
                                 secure: req.secure,
                                 hsts: vh.hsts.clone().filter(|_| req.secure),
                                 edits: rule.backend_edits.clone(),
+                                authorized: req.headers.get("authorization").is_some(),
                                 cors: rule.cors.as_ref().map(|c| {
                                     let mut fields = Vec::new();
                                     c.decorate_fields(req, &mut fields);

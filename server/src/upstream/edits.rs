@@ -16,8 +16,9 @@ pub struct ResponseEdits {
 }
 
 impl ResponseEdits {
-    /// Edits `head` of a response with `status`; `now` is the Unix time Date is read from.
-    pub fn apply(&self, status: StatusCode, head: &mut ResponseHead, now: u64) {
+    /// Edits `head` of a response with `status` to a request that carried Authorization
+    /// or not (`authorized`); `now` is the Unix time Date is read from.
+    pub fn apply(&self, status: StatusCode, head: &mut ResponseHead, now: u64, authorized: bool) {
         // Not on errors (as for files), nor on a 101 that starts a tunnel.
         if !(200..400).contains(&status.as_u16()) {
             return;
@@ -29,7 +30,9 @@ impl ResponseEdits {
             head.append(name, value);
         }
         if let Some((cache_control, max_age)) = &self.cache {
-            if cacheable(status, head) {
+            // An answer to a request with credentials is the backend's to mark cacheable
+            // (RFC 9111 §3.5): a policy here could let a shared cache hand it to anyone.
+            if !authorized && cacheable(status, head) {
                 head.append(&http::header::CACHE_CONTROL, cache_control);
                 if let Some(expires) = crate::http::expires_after(now, *max_age) {
                     head.append(&http::header::EXPIRES, &expires);

@@ -80,6 +80,8 @@ pub struct BackendRoute {
     pub hsts: Option<http::HeaderValue>,
     /// The rule's `headers` and `cache`, when it has either.
     pub edits: Option<Arc<super::edits::ResponseEdits>>,
+    /// The request carried Authorization (the rule's cache policy is then left out).
+    pub authorized: bool,
     /// With the rule's CORS, its fields for this request's origin (maybe none).
     pub cors: Option<Vec<(http::HeaderName, HeaderValue)>>,
 }

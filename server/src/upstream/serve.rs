@@ -26,6 +26,7 @@ pub async fn serve(req: BackendRequest<'_>, metrics: &Arc<Metrics>) -> UpstreamR
             resp.status,
             &mut resp.head,
             crate::coarse_clock::unix_seconds(),
+            route.authorized,
         );
     }
     super::edits::apply_cors(route.cors.as_deref(), &mut resp.head);

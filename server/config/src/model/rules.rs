@@ -20,7 +20,7 @@ pub struct Rule {
     /// Response headers to add, set or remove, on 2xx and 3xx responses: files, fixed answers and backends' responses alike.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub headers: Option<HeaderOps>,
-    /// Browser caching: sets Cache-Control and Expires on 2xx and 3xx responses. On a backend's response only when it is a 200, 203, 204, 206, 301 or 308 without Cache-Control, Expires or Set-Cookie of its own (so no sign-in redirect or 304 gets a policy, and no cookie becomes cacheable).
+    /// Browser caching: sets Cache-Control and Expires on 2xx and 3xx responses. On a backend's response only when it is a 200, 203, 204, 206, 301 or 308 without Cache-Control, Expires or Set-Cookie of its own (so no sign-in redirect or 304 gets a policy, and no cookie becomes cacheable), and not to a request with Authorization. `public` beside `basic_auth` is refused: a shared cache would serve the protected answers to anyone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache: Option<CachePolicy>,
     /// Cross-origin resource sharing, including preflight answers; on a backend's response the rule's CORS fields replace the backend's.

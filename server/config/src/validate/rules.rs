@@ -440,6 +440,14 @@ pub(super) fn check_rule(
                 format!("must be at most {MAX_CACHE_AGE} (ten years, nginx's `expires max`)"),
             );
         }
+        // RFC 9111 §3.5: `public` lets a shared cache keep an answer to a request with
+        // Authorization, and hand the protected page to anyone who asks after.
+        if rule.basic_auth.is_some() && cache.visibility == Some(CacheVisibility::Public) {
+            c.fail(
+                format!("{p}.cache.visibility"),
+                "`public` would let a shared cache (a CDN, a proxy) serve what basic_auth protects to anyone; use `private` or leave it out",
+            );
+        }
     }
     if let Some(bw) = &rule.bandwidth {
         check_bandwidth(c, &format!("{p}.bandwidth"), bw);
