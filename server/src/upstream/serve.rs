@@ -124,7 +124,22 @@ async fn exchange(req: BackendRequest<'_>, metrics: &Arc<Metrics>) -> UpstreamRe
             let rewritten = match rewrite {
                 Some(r) => match r.target(&route.path, parts.uri.query()) {
                     Ok(target) => Some(target),
-                    Err(status) => return error_response(status),
+                    Err(status) => {
+                        if status.is_server_error() {
+                            tracing::warn!(
+                                pool = pool.name,
+                                path = route.path.as_str(),
+                                "the path is not under what the rewriting rule matched"
+                            );
+                        } else {
+                            tracing::debug!(
+                                pool = pool.name,
+                                path = route.path.as_str(),
+                                "rewritten path refused: a dot segment"
+                            );
+                        }
+                        return error_response(status);
+                    }
                 },
                 None => None,
             };
