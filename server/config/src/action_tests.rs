@@ -3,6 +3,18 @@
 
 use crate::tests::{minimal, problems};
 
+/// `found` holds exactly these messages, each at `virtual_servers[0].` and in any order.
+fn assert_messages(found: &[String], expected: &[&str]) {
+    assert_eq!(found.len(), expected.len(), "{found:#?}");
+    for want in expected {
+        let want = format!("virtual_servers[0].{want}");
+        assert!(
+            found.iter().any(|got| got.ends_with(&want)),
+            "{want} not in {found:#?}"
+        );
+    }
+}
+
 #[test]
 fn a_fallback_must_name_a_file_under_the_root_as_it_is_on_disk() {
     let rule = |f: &str| format!("      - action: {{ static: {{ fallback: \"{f}\" }} }}\n");
@@ -113,14 +125,7 @@ fn a_split_needs_two_targets_weights_adding_up_to_100_and_no_split_inside() {
         "rules[5].action.split[0].action.static.fallback: \"app.html\" must be a path starting with '/'",
         "rules[5].action.split[1].action.deny.status: 200 is out of range; expected 400 to 599",
     ];
-    assert_eq!(found.len(), expected.len(), "{found:#?}");
-    for want in expected {
-        let want = format!("virtual_servers[0].{want}");
-        assert!(
-            found.iter().any(|got| got.ends_with(&want)),
-            "{want} not in {found:#?}"
-        );
-    }
+    assert_messages(&found, &expected);
 }
 
 #[test]
@@ -171,14 +176,7 @@ fn a_rewrite_replaces_a_prefix_or_path_with_a_plain_path() {
         "rules[6].action.proxy.rewrite_path: \"/a/..;x/\" has a dot segment (\"..;x\")",
         "rules[7].action.proxy.rewrite_path: \"/a#b\" holds '#', a fragment",
     ];
-    assert_eq!(found.len(), expected.len(), "{found:#?}");
-    for want in expected {
-        let want = format!("virtual_servers[0].{want}");
-        assert!(
-            found.iter().any(|got| got.ends_with(&want)),
-            "{want} not in {found:#?}"
-        );
-    }
+    assert_messages(&found, &expected);
 }
 
 #[test]
@@ -212,13 +210,7 @@ fn a_cookie_condition_names_a_cookie_and_a_value_one_can_send() {
         "rules[1].match.cookies[0].value: \"x;y\" holds ';', which a cookie value cannot",
         "rules[2].match.cookies[0].value: \"a b\" holds ' ', which a cookie value cannot",
     ];
-    assert_eq!(found.len(), expected.len(), "{found:#?}");
-    for (got, want) in found.iter().zip(expected) {
-        assert!(
-            got.contains(&format!("virtual_servers[0].{want}")),
-            "{got}\nwanted {want}"
-        );
-    }
+    assert_messages(&found, &expected);
 }
 
 #[test]
