@@ -71,7 +71,7 @@ def build():
         ),
         timeseries(
             "Failures by reason",
-            "Every reason of skiff_upstream_failures_total, per second: connect, protocol, io and stale are 502, timeout 504, queue_full and body_memory 503, body_too_large 413, client_timeout 408, client_body 400, no_script 404, body_buffer 500.",
+            "Every reason of skiff_upstream_failures_total, per second: connect, protocol, io and stale are 502, timeout 504, queue_full and body_memory 503, body_too_large 413, client_timeout 408, client_body 400, no_script 404, body_buffer 500, rewrite 400 (a dot segment in a rewritten path).",
             "reqps",
             [
                 query(

@@ -375,6 +375,11 @@ pools:
     assert_eq!(first_line(&[&srv.url("/rawx/y")]), "GET /x/y");
     let (status, _, _) = curl_i(&["--path-as-is", &srv.url("/raw../admin")]);
     assert_eq!(status, 400);
+    assert_eq!(
+        srv.metric("skiff_upstream_failures_total{pool=\"api\",reason=\"rewrite\"}"),
+        Some(1.0),
+        "a refused rewrite is counted in the pool's failures"
+    );
     assert_eq!(first_line(&[&srv.url("/v1/users/7")]), "GET /v2/users/7");
     assert_eq!(
         first_line(&["--data", "x", &srv.url("/v1")]),

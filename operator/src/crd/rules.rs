@@ -230,6 +230,26 @@ pub struct PoolRef {
     /// `/`: `prefix: /api` also takes `/apix`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rewrite_path: Option<String>,
+    /// Request header changes for the backend (NGINX VirtualServer's `requestHeaders`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_headers: Option<RequestHeaderChanges>,
+}
+
+/// Request header changes for a backend, in the order remove, set, add, after Skiff has
+/// set Host and the forwarding headers. Values may name `$host`, `$scheme`,
+/// `$request_uri`, `$uri`, `$args`, `$remote_addr` and `$1`..`$9`; `$$` is a dollar sign.
+/// Host, framing fields and setting X-Forwarded-For are refused.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct RequestHeaderChanges {
+    /// Headers to set, replacing any value the client sent.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub set: BTreeMap<String, String>,
+    /// Headers to add beside the client's values.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub add: BTreeMap<String, String>,
+    /// Headers to remove, e.g. `Cookie`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub remove: Vec<String>,
 }
 
 /// A pool by name, for FastCGI, uWSGI and SCGI.

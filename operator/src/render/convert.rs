@@ -110,6 +110,11 @@ impl From<&crd::PoolRef> for config::ProxyTarget {
         config::ProxyTarget {
             host: p.host.clone(),
             rewrite_path: p.rewrite_path.clone(),
+            request_headers: p.request_headers.as_ref().map(|h| config::RequestHeaders {
+                remove: h.remove.clone(),
+                set: h.set.clone(),
+                add: h.add.clone(),
+            }),
             ..config::ProxyTarget::new(p.pool.clone())
         }
     }

@@ -242,6 +242,40 @@ fn splits_and_cookie_or_header_matches_reach_the_server() {
     );
 }
 
+#[test]
+fn request_headers_for_a_backend_reach_the_server_and_are_checked() {
+    let spec = |set_name: &str| {
+        vs(json!({
+            "hosts": ["a.example"], "content": { "configMap": "s" },
+            "rules": [
+                { "match": { "prefix": "/api/" },
+                  "action": { "proxy": { "pool": "api", "requestHeaders": {
+                      "set": { set_name: "$remote_addr" }, "add": { "X-Via": "edge" }, "remove": ["Cookie"]
+                  } } } }
+            ],
+            "pools": [{ "name": "api", "protocol": "http", "endpoints": ["api:80"] }]
+        }))
+    };
+    let r = server_config(&spec("X-Client")).unwrap();
+    let cfg = skiff_config::parse_yaml(&r.yaml).unwrap();
+    let config::Action::Proxy(p) = &cfg.virtual_servers[0].rules[0].action else {
+        panic!("a proxy action");
+    };
+    assert_eq!(
+        p.request_headers,
+        Some(config::RequestHeaders {
+            remove: vec!["Cookie".into()],
+            set: [("X-Client".to_owned(), "$remote_addr".to_owned())].into(),
+            add: [("X-Via".to_owned(), "edge".to_owned())].into(),
+        })
+    );
+    let e = server_config(&spec("X-Forwarded-For")).unwrap_err();
+    assert!(
+        e.0.contains("rules[0].action.proxy.request_headers.set.X-Forwarded-For: Skiff appends"),
+        "{e}"
+    );
+}
+
 /// What the CRD leaves out keeps the config crate's defaults (its constructors and
 /// `default_*` functions, which its own tests hold to what its parser fills in).
 #[test]

@@ -1,5 +1,5 @@
 //! The validator's messages for what actions and rule headers may hold: fallbacks,
-//! framing fields, splits, rewrites and cookie conditions.
+//! framing fields, splits, rewrites, cookie conditions and request headers for backends.
 
 use crate::tests::{minimal, problems};
 
@@ -227,4 +227,53 @@ fn what_basic_auth_protects_is_never_cached_for_everyone() {
         found[0].ends_with("virtual_servers[0].rules[0].cache.visibility: `public` would let a shared cache (a CDN, a proxy) serve what basic_auth protects to anyone; use `private` or leave it out"),
         "{found:#?}"
     );
+}
+
+#[test]
+fn request_headers_for_a_backend_are_checked_name_by_name() {
+    let pools = "pools:\n  - { name: a, protocol: http, endpoints: [\"a:80\"] }\n";
+    let rule = |m: &str, headers: &str| {
+        format!("      - match: {{ {m} }}\n        action: {{ proxy: {{ pool: a, request_headers: {headers} }} }}\n")
+    };
+    let good: String = [
+        (
+            "regex: \"^/u/([0-9]+)\"",
+            "{ set: { X-User: \"$1\", X-Real-IP: \"$remote_addr\", X-Forwarded-Proto: https }, add: { X-Via: \"edge $$1\" } }",
+        ),
+        ("prefix: /", "{ remove: [Cookie, Authorization, X-Forwarded-For] }"),
+    ]
+    .iter()
+    .map(|(m, h)| rule(m, h))
+    .collect();
+    assert_eq!(
+        problems(&format!(
+            "{}{pools}",
+            minimal(&format!("    rules:\n{good}"))
+        )),
+        Vec::<String>::new()
+    );
+    let bad: String = [
+        ("prefix: /", "{ remove: [Host, Connection, \"a b\"] }"),
+        ("prefix: /", "{ set: { Host: x, X-Forwarded-For: \"$remote_addr\" } }"),
+        ("prefix: /", "{ add: { Transfer-Encoding: chunked, X-A: \"a\\x01b\", X-B: \"$1\", X-C: \"${host\" } }"),
+    ]
+    .iter()
+    .map(|(m, h)| rule(m, h))
+    .collect();
+    let found = problems(&format!(
+        "{}{pools}",
+        minimal(&format!("    rules:\n{bad}"))
+    ));
+    let expected = [
+        "rules[0].action.proxy.request_headers.remove[0]: a request needs a Host; give the one the backend sees with the proxy's `host`",
+        "rules[0].action.proxy.request_headers.remove[1]: \"Connection\" frames the response or the connection, which the server manages itself; a rule cannot change it",
+        "rules[0].action.proxy.request_headers.remove[2]: \"a b\" is not a header name",
+        "rules[1].action.proxy.request_headers.set.Host: give the Host the backend sees with the proxy's `host`",
+        "rules[1].action.proxy.request_headers.set.X-Forwarded-For: Skiff appends the client's address to X-Forwarded-For; it may only be removed",
+        "rules[2].action.proxy.request_headers.add.Transfer-Encoding: \"Transfer-Encoding\" frames the response or the connection, which the server manages itself; a rule cannot change it",
+        "rules[2].action.proxy.request_headers.add.X-A: not a valid header value: it holds a control character",
+        "rules[2].action.proxy.request_headers.add.X-B: $1 refers to a capture group the rule's regex does not have (0 groups)",
+        "rules[2].action.proxy.request_headers.add.X-C: unclosed `${` in \"${host\"",
+    ];
+    assert_messages(&found, &expected);
 }

@@ -1,5 +1,6 @@
-//! Redirect target templates: `https://$host/new$uri`, `/u/$1`. Parsed once, at config
-//! load, by the same code for validation and for serving.
+//! Redirect target and backend request header templates: `https://$host/new$uri`,
+//! `/u/$1`, `$remote_addr`. Parsed once, at config load, by the same code for validation
+//! and for serving.
 
 /// One piece of a template.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -15,6 +16,9 @@ pub enum Piece {
     Uri,
     /// Query only.
     Args,
+    /// The client's address (behind `trusted_proxies`, the one their X-Forwarded-For
+    /// names); only in backend request headers.
+    RemoteAddr,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,10 +27,21 @@ pub struct Template {
 }
 
 const VARIABLES: &str = "$1..$9, $host, $scheme, $request_uri, $uri, $args";
+const HEADER_VARIABLES: &str = "$1..$9, $host, $scheme, $request_uri, $uri, $args, $remote_addr";
 
 impl Template {
-    /// Parses `text`; `captures` is how many groups the rule's regex has.
+    /// Parses a redirect target; `captures` is how many groups the rule's regex has.
     pub fn parse(text: &str, captures: usize) -> Result<Template, String> {
+        Template::parse_in(text, captures, false)
+    }
+
+    /// Parses the value of a header sent to a backend, which may also name the client's
+    /// address (`$remote_addr`).
+    pub fn parse_header(text: &str, captures: usize) -> Result<Template, String> {
+        Template::parse_in(text, captures, true)
+    }
+
+    fn parse_in(text: &str, captures: usize, header: bool) -> Result<Template, String> {
         let mut pieces = Vec::new();
         let mut literal = String::new();
         let mut rest = text;
@@ -57,6 +72,7 @@ impl Template {
                 "request_uri" => Piece::RequestUri,
                 "uri" => Piece::Uri,
                 "args" => Piece::Args,
+                "remote_addr" if header => Piece::RemoteAddr,
                 n if n.len() == 1 && n.as_bytes()[0].is_ascii_digit() && n != "0" => {
                     let idx = (n.as_bytes()[0] - b'0') as usize;
                     if idx > captures {
@@ -72,9 +88,10 @@ impl Template {
                     ))
                 }
                 other => {
+                    let known = if header { HEADER_VARIABLES } else { VARIABLES };
                     return Err(format!(
-                        "unknown variable ${other}; expected one of {VARIABLES}"
-                    ))
+                        "unknown variable ${other}; expected one of {known}"
+                    ));
                 }
             };
             if !literal.is_empty() {
@@ -128,5 +145,27 @@ mod tests {
         assert!(Template::parse("/a$", 0)
             .unwrap_err()
             .starts_with("a lone `$`"));
+    }
+
+    #[test]
+    fn only_header_values_name_the_client_address() {
+        assert_eq!(
+            Template::parse_header("$remote_addr via ${host}", 0)
+                .unwrap()
+                .pieces,
+            vec![
+                Piece::RemoteAddr,
+                Piece::Literal(" via ".into()),
+                Piece::Host
+            ]
+        );
+        assert_eq!(
+            Template::parse("/$remote_addr", 0).unwrap_err(),
+            "unknown variable $remote_addr; expected one of $1..$9, $host, $scheme, $request_uri, $uri, $args"
+        );
+        assert_eq!(
+            Template::parse_header("$remote_ip", 0).unwrap_err(),
+            "unknown variable $remote_ip; expected one of $1..$9, $host, $scheme, $request_uri, $uri, $args, $remote_addr"
+        );
     }
 }

@@ -312,6 +312,10 @@ fn compile_action(
                     }),
                     None => None,
                 },
+                request_headers: match &p.request_headers {
+                    Some(h) => Some(request_header_rule(h, captures, at)?),
+                    None => None,
+                },
             },
         })),
         skiff_config::Action::Fastcgi(t)
@@ -358,4 +362,31 @@ fn find_pool(pools: &HashMap<&str, Arc<Pool>>, name: &str, at: &str) -> Result<A
         .get(name)
         .cloned()
         .ok_or_else(|| format!("{at}: no pool named {name:?}"))
+}
+
+/// A proxy's `request_headers` with names parsed and values as templates; validation
+/// has refused what would fail here.
+fn request_header_rule(
+    h: &skiff_config::RequestHeaders,
+    captures: usize,
+    at: &str,
+) -> Result<crate::upstream::RequestHeaderRule, String> {
+    let at = format!("{at}.proxy.request_headers");
+    let name = |n: &str| {
+        http::HeaderName::from_bytes(n.as_bytes()).map_err(|_| format!("{at}: header {n:?}"))
+    };
+    let templates = |map: &std::collections::BTreeMap<String, String>| {
+        map.iter()
+            .map(|(n, v)| {
+                let t = skiff_config::Template::parse_header(v, captures)
+                    .map_err(|e| format!("{at}.{n}: {e}"))?;
+                Ok((name(n)?, t))
+            })
+            .collect::<Result<Vec<_>, String>>()
+    };
+    Ok(crate::upstream::RequestHeaderRule {
+        remove: h.remove.iter().map(|n| name(n)).collect::<Result<_, _>>()?,
+        set: templates(&h.set)?,
+        add: templates(&h.add)?,
+    })
 }

@@ -3,6 +3,7 @@
 //! building also does what validation cannot (opening roots, reading htpasswd files),
 //! so a reload that fails here leaves the running generation in place.
 
+mod backend_route;
 mod basic_auth;
 mod compile;
 mod error_pages;
@@ -328,22 +329,27 @@ impl App {
                     Applied::Reply(r) => r,
                     Applied::Verify(v) => return Routed::Verify(v),
                     Applied::Upstream(backend) => {
-                        return Routed::Upstream {
-                            route: Box::new(crate::upstream::BackendRoute {
-                                backend,
-                                path: path.as_str().to_owned(),
-                                root: vh.root_text.clone(),
-                                secure: req.secure,
-                                hsts: vh.hsts.clone().filter(|_| req.secure),
-                                edits: rule.backend_edits.clone(),
-                                authorized: req.headers.get("authorization").is_some(),
-                                cors: rule.cors.as_ref().map(|c| {
-                                    let mut fields = Vec::new();
-                                    c.decorate_fields(req, &mut fields);
-                                    fields
-                                }),
-                            }),
-                            vhost: vh.name,
+                        let site = backend_route::Site {
+                            root: &vh.root_text,
+                            hsts: vh.hsts.as_ref(),
+                            trusted_proxies: &self.trusted_proxies,
+                        };
+                        let route = backend_route::backend_route(
+                            backend,
+                            &site,
+                            rule,
+                            req,
+                            path.as_str(),
+                            caps.as_ref(),
+                        );
+                        match route {
+                            Ok(route) => {
+                                return Routed::Upstream {
+                                    route: Box::new(route),
+                                    vhost: vh.name,
+                                }
+                            }
+                            Err(()) => Reply::error(StatusCode::BAD_REQUEST),
                         }
                     }
                 };

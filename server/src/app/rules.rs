@@ -110,13 +110,35 @@ fn cookie<'a>(fields: &[&'a [u8]], name: &str) -> Option<&'a [u8]> {
         })
 }
 
-/// Renders a redirect target. `$uri` is the cleaned path the rules matched, encoded
-/// again; `$request_uri` the path and query as received.
+/// Renders a redirect target: a template whose own text starts with the request's path
+/// is kept on this site.
 pub fn render_location(
     t: &Template,
     req: &RequestHead<'_>,
     clean_path: &str,
     caps: Option<&regex::Captures<'_>>,
+) -> String {
+    let mut out = render(t, req, clean_path, caps, None);
+    // A target that starts with the request's own path must stay on this site: from
+    // `GET //evil.example`, `Location: //evil.example/` would be scheme-relative.
+    if !matches!(t.pieces.first(), Some(Piece::Literal(_))) {
+        let extra = out.len() - out.trim_start_matches(['/', '\\']).len();
+        if extra > 1 || out.starts_with('\\') {
+            out.replace_range(..extra, "/");
+        }
+    }
+    out
+}
+
+/// Renders a template for a request. `$uri` is the cleaned path the rules matched,
+/// encoded again; `$request_uri` the path and query as received; `$remote_addr` is
+/// `client`.
+pub fn render(
+    t: &Template,
+    req: &RequestHead<'_>,
+    clean_path: &str,
+    caps: Option<&regex::Captures<'_>>,
+    client: Option<std::net::IpAddr>,
 ) -> String {
     let mut out = String::with_capacity(64);
     for piece in &t.pieces {
@@ -147,14 +169,12 @@ pub fn render_location(
             }
             Piece::Uri => out.push_str(&skiff_http::path::percent_encode_path(clean_path)),
             Piece::Args => out.push_str(req.query.unwrap_or("")),
-        }
-    }
-    // A target that starts with the request's own path must stay on this site: from
-    // `GET //evil.example`, `Location: //evil.example/` would be scheme-relative.
-    if !matches!(t.pieces.first(), Some(Piece::Literal(_))) {
-        let extra = out.len() - out.trim_start_matches(['/', '\\']).len();
-        if extra > 1 || out.starts_with('\\') {
-            out.replace_range(..extra, "/");
+            Piece::RemoteAddr => {
+                if let Some(ip) = client {
+                    use std::fmt::Write;
+                    let _ = write!(out, "{ip}");
+                }
+            }
         }
     }
     out

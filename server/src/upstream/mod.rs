@@ -31,7 +31,9 @@ pub use client_body::{BodyDeadline, ClientBodyError};
 pub use edits::ResponseEdits;
 pub use request::{BackendRequest, ClientBody, Message};
 pub use response::{Payload, ResponseHead, UpstreamResponse};
-pub use route::{Backend, BackendRoute, Forwarding, Rewrite};
+pub use route::{
+    Backend, BackendRoute, Forwarded, Forwarding, HeaderEdit, RequestHeaderRule, Rewrite,
+};
 pub use serve::serve;
 pub use skiff_codec::cgi_env;
 pub use upgrade::TunnelHold;

@@ -7,6 +7,7 @@ use super::failover::Failover;
 use super::failure::Failure;
 use super::pool::{Pool, Slot};
 use super::request::ClientBody;
+use super::route::{Forwarded, HeaderEdit};
 use super::upgrade::{splice, upgrade_token};
 use super::upload::{Upload, Watched};
 use crate::http::BoxedBody;
@@ -47,9 +48,15 @@ fn strip_hop_by_hop(headers: &mut HeaderMap) {
     }
 }
 
+/// What only a trusted proxy in front may tell a backend: passed on from one, removed
+/// from anyone else, as a client could otherwise name the host, port or path prefix a
+/// backend writes its links and redirects with.
+const FROM_TRUSTED_PROXIES: [&str; 3] = ["forwarded", "x-forwarded-port", "x-forwarded-prefix"];
+
 /// The headers a backend learns the client from: Host (the rule's, or the client's Host
-/// or HTTP/2 `:authority`), the whole X-Forwarded-For list with the peer appended, and
-/// X-Forwarded-Host and -Proto set here, never passed on from the client.
+/// or HTTP/2 `:authority`), the whole X-Forwarded-For list with the peer appended,
+/// X-Real-IP, and X-Forwarded-Host and -Proto set here (a trusted proxy's passed on),
+/// then the rule's own changes.
 fn forwarding_headers(
     headers: &mut HeaderMap,
     parts: &http::request::Parts,
@@ -67,6 +74,12 @@ fn forwarding_headers(
             .collect();
         for name in underscored {
             headers.remove(&name);
+        }
+    }
+    let trusted = to.forwarded.trusted_peer;
+    if !trusted {
+        for name in FROM_TRUSTED_PROXIES {
+            headers.remove(name);
         }
     }
     let client_host = parts
@@ -93,12 +106,50 @@ fn forwarding_headers(
     if let Ok(v) = HeaderValue::from_str(&forwarded) {
         headers.insert("x-forwarded-for", v);
     }
-    let proto = if to.secure { "https" } else { "http" };
-    headers.insert("x-forwarded-proto", HeaderValue::from_static(proto));
-    match client_host {
-        Some(h) => headers.insert("x-forwarded-host", h),
-        None => headers.remove("x-forwarded-host"),
+    // A trusted proxy in front (a load balancer ending TLS) knows the scheme and host the
+    // client asked for; a backend told `http` there would redirect to https for ever.
+    if !(trusted && headers.contains_key("x-forwarded-proto")) {
+        let proto = if to.secure { "https" } else { "http" };
+        headers.insert("x-forwarded-proto", HeaderValue::from_static(proto));
+    }
+    if !(trusted && headers.contains_key("x-forwarded-host")) {
+        match client_host {
+            Some(h) => headers.insert("x-forwarded-host", h),
+            None => headers.remove("x-forwarded-host"),
+        };
+    }
+    match to.forwarded.client_ip {
+        Some(ip) => headers.insert("x-real-ip", ip_text(ip)),
+        None => headers.remove("x-real-ip"),
     };
+    if let Some(prefix) = to.stripped_prefix {
+        // Behind a trusted proxy's own prefix, the backend's public path is both.
+        let before = headers
+            .get("x-forwarded-prefix")
+            .and_then(|v| v.to_str().ok())
+            .map(|v| v.trim_end_matches('/').to_owned())
+            .unwrap_or_default();
+        if let Ok(v) = HeaderValue::from_str(&format!("{before}{prefix}")) {
+            headers.insert("x-forwarded-prefix", v);
+        }
+    }
+    for edit in &to.forwarded.edits {
+        match edit {
+            HeaderEdit::Remove(name) => {
+                headers.remove(name);
+            }
+            HeaderEdit::Set(name, value) => {
+                headers.insert(name, value.clone());
+            }
+            HeaderEdit::Add(name, value) => {
+                headers.append(name, value.clone());
+            }
+        }
+    }
+}
+
+fn ip_text(ip: std::net::IpAddr) -> HeaderValue {
+    HeaderValue::from_str(&ip.to_string()).expect("an address is a header value")
 }
 
 type HttpClient = hyper_util::client::legacy::Client<
@@ -135,6 +186,10 @@ pub(super) struct Target<'r> {
     pub secure: bool,
     /// The path and query to send instead of the client's (`rewrite_path`).
     pub rewritten: Option<String>,
+    /// What the rewrite stripped, for X-Forwarded-Prefix.
+    pub stripped_prefix: Option<&'r str>,
+    /// What the backend is told of the client, and the rule's header changes.
+    pub forwarded: &'r Forwarded,
 }
 
 pub(super) async fn forward(

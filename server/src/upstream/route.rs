@@ -2,7 +2,8 @@
 //! once per configuration generation), and a request routed there.
 
 use super::pool::Pool;
-use http::HeaderValue;
+use http::{HeaderName, HeaderValue};
+use std::net::IpAddr;
 use std::sync::Arc;
 
 /// How requests reach a pool's backends.
@@ -20,7 +21,23 @@ pub enum Forwarding {
         host: Option<HeaderValue>,
         upgrades: Vec<String>,
         rewrite: Option<Rewrite>,
+        request_headers: Option<RequestHeaderRule>,
     },
+}
+
+/// A proxy rule's `request_headers`, compiled: the values are rendered per request.
+pub struct RequestHeaderRule {
+    pub remove: Vec<HeaderName>,
+    pub set: Vec<(HeaderName, skiff_config::Template)>,
+    pub add: Vec<(HeaderName, skiff_config::Template)>,
+}
+
+/// One change a rule makes to the request its backend gets, rendered for this request.
+#[derive(Debug, Clone, PartialEq)]
+pub enum HeaderEdit {
+    Remove(HeaderName),
+    Set(HeaderName, HeaderValue),
+    Add(HeaderName, HeaderValue),
 }
 
 /// A proxy rule's `rewrite_path`: the cleaned path's `matched` start (the rule's prefix or
@@ -59,6 +76,13 @@ impl Rewrite {
         }
         Ok(out)
     }
+
+    /// The X-Forwarded-Prefix of a rewrite that strips what the rule matched (`to: /`):
+    /// `/api` for `prefix: /api/`, so the backend can write links the client can follow.
+    pub fn stripped_prefix(&self) -> Option<&str> {
+        let prefix = self.matched.trim_end_matches('/');
+        (self.to == "/" && !prefix.is_empty()).then_some(prefix)
+    }
 }
 
 /// A rule's backend: the pool and how to forward to it.
@@ -84,6 +108,21 @@ pub struct BackendRoute {
     pub authorized: bool,
     /// With the rule's CORS, its fields for this request's origin (maybe none).
     pub cors: Option<Vec<(http::HeaderName, HeaderValue)>>,
+    /// What an HTTP backend is told of the client and the proxies before it.
+    pub forwarded: Forwarded,
+}
+
+/// What an HTTP backend is told of the client: rendered by the rule's routing, where
+/// the trusted proxies and the regex captures are known.
+#[derive(Debug, Default)]
+pub struct Forwarded {
+    /// The client's address (X-Real-IP), behind trusted proxies the one they name.
+    pub client_ip: Option<IpAddr>,
+    /// The peer is a trusted proxy, whose X-Forwarded-Proto, -Host, -Port, -Prefix and
+    /// Forwarded are passed on; from anyone else, Skiff sets or removes them.
+    pub trusted_peer: bool,
+    /// The rule's `request_headers`, rendered.
+    pub edits: Vec<HeaderEdit>,
 }
 
 #[cfg(test)]
@@ -132,6 +171,10 @@ mod tests {
             );
         }
         assert_eq!(r("/api", "/").target("/apix/y", None).unwrap(), "/x/y");
+        assert_eq!(api.stripped_prefix(), Some("/api"));
+        assert_eq!(r("/api", "/").stripped_prefix(), Some("/api"));
+        assert_eq!(r("/v1/", "/v2/").stripped_prefix(), None);
+        assert_eq!(r("/", "/").stripped_prefix(), None);
         assert_eq!(
             api.target("/api/x;.css", None).unwrap(),
             "/x%3B.css",

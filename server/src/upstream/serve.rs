@@ -57,6 +57,35 @@ async fn exchange(req: BackendRequest<'_>, metrics: &Arc<Metrics>) -> UpstreamRe
         metrics.upstream_failure(pool.name, "body_too_large");
         return error_response(StatusCode::PAYLOAD_TOO_LARGE);
     }
+    // A rewritten path is checked before the body is read or a slot taken.
+    let rewritten = match (&route.backend.forwarding, &message) {
+        (
+            Forwarding::Http {
+                rewrite: Some(r), ..
+            },
+            Message::Http(req),
+        ) => match r.target(&route.path, req.uri().query()) {
+            Ok(target) => Some(target),
+            Err(status) => {
+                if status.is_server_error() {
+                    tracing::warn!(
+                        pool = pool.name,
+                        path = route.path.as_str(),
+                        "the path is not under what the rewriting rule matched"
+                    );
+                } else {
+                    tracing::debug!(
+                        pool = pool.name,
+                        path = route.path.as_str(),
+                        "rewritten path refused: a dot segment"
+                    );
+                }
+                metrics.upstream_failure(pool.name, "rewrite");
+                return error_response(status);
+            }
+        },
+        _ => None,
+    };
     // The body first, the slot after: a client whose body trickles in holds no backend
     // worker meanwhile. A CGI backend needs CONTENT_LENGTH up front, so a body without one
     // is read whole (within the pool's limit); others up to a bound, then streamed.
@@ -117,37 +146,18 @@ async fn exchange(req: BackendRequest<'_>, metrics: &Arc<Metrics>) -> UpstreamRe
                 host,
                 upgrades,
                 rewrite,
+                ..
             },
             Message::Http(req),
         ) => {
             let (parts, body) = req.into_parts();
-            let rewritten = match rewrite {
-                Some(r) => match r.target(&route.path, parts.uri.query()) {
-                    Ok(target) => Some(target),
-                    Err(status) => {
-                        if status.is_server_error() {
-                            tracing::warn!(
-                                pool = pool.name,
-                                path = route.path.as_str(),
-                                "the path is not under what the rewriting rule matched"
-                            );
-                        } else {
-                            tracing::debug!(
-                                pool = pool.name,
-                                path = route.path.as_str(),
-                                "rewritten path refused: a dot segment"
-                            );
-                        }
-                        return error_response(status);
-                    }
-                },
-                None => None,
-            };
             let to = proxy::Target {
                 host: host.as_ref(),
                 upgrades,
                 secure: route.secure,
                 rewritten,
+                stripped_prefix: rewrite.as_ref().and_then(|r| r.stripped_prefix()),
+                forwarded: &route.forwarded,
             };
             proxy::forward(pool, &mut slot, parts, body, client, to)
                 .await

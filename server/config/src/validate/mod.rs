@@ -7,6 +7,8 @@ use crate::hosts::HostPattern;
 use crate::model::*;
 use std::collections::{BTreeMap, HashMap};
 
+mod fields;
+mod request_headers;
 mod rules;
 mod tls;
 

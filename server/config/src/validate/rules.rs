@@ -1,5 +1,7 @@
 //! Checks of rules (matches, actions, modifiers) and of backend pools.
 
+use super::fields::*;
+use super::request_headers::check_request_headers;
 use super::{check_cidr, Checker};
 use crate::model::*;
 use crate::template::Template;
@@ -168,6 +170,9 @@ fn check_action(
             }
             if let Some(Err(e)) = t.rewrite_path.as_deref().map(|to| check_rewrite(to, m)) {
                 c.fail(format!("{at}.proxy.rewrite_path"), e);
+            }
+            if let Some(h) = &t.request_headers {
+                check_request_headers(c, &format!("{at}.proxy.request_headers"), h, captures);
             }
         }
         _ => {}
@@ -509,51 +514,4 @@ fn check_pool(
         }
         Some(_) => {}
     }
-}
-
-fn is_token_char(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
-}
-
-fn http_method_invalid(m: &str) -> bool {
-    m.is_empty() || !m.bytes().all(is_token_char)
-}
-
-/// Fields the server writes itself to frame a response and manage the connection: a
-/// rule's copy beside them would give two framings (a response a proxy in front may split
-/// differently from the client) or a connection header HTTP/2 forbids.
-const FRAMING_HEADERS: [&str; 8] = [
-    "content-length",
-    "transfer-encoding",
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "te",
-    "trailer",
-    "upgrade",
-];
-
-fn framing_header(name: &str) -> Option<String> {
-    FRAMING_HEADERS
-        .iter()
-        .any(|f| f.eq_ignore_ascii_case(name))
-        .then(|| format!("{name:?} frames the response or the connection, which the server manages itself; a rule cannot change it"))
-}
-
-fn header_name_invalid(n: &str) -> bool {
-    n.is_empty() || !n.bytes().all(is_token_char)
-}
-
-/// RFC 6265 §4.1.1: a cookie name is a token.
-fn cookie_name_invalid(n: &str) -> bool {
-    header_name_invalid(n)
-}
-
-/// RFC 6265 §4.1.1's cookie-octet: visible ASCII but `"`, `,`, `;` and `\`.
-fn cookie_value_byte(b: u8) -> bool {
-    matches!(b, 0x21 | 0x23..=0x2b | 0x2d..=0x3a | 0x3c..=0x5b | 0x5d..=0x7e)
-}
-
-fn header_value_invalid(v: &str) -> bool {
-    v.bytes().any(|b| (b < 0x20 && b != b'\t') || b == 0x7f)
 }
