@@ -324,6 +324,7 @@ impl ServeArgs {
                 path: self.access_log_file.clone(),
             },
             trusted_proxies: vec![],
+            use_forwarded_headers: false,
             dns: Default::default(),
             unknown_host: Default::default(),
             virtual_servers: vec![skiff_config::VirtualServer {

@@ -230,7 +230,8 @@ pub struct PoolRef {
     /// `/`: `prefix: /api` also takes `/apix`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rewrite_path: Option<String>,
-    /// Request header changes for the backend (NGINX VirtualServer's `requestHeaders`).
+    /// Request header changes for the backend (as NGINX VirtualServer's `requestHeaders`,
+    /// which only sets).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_headers: Option<RequestHeaderChanges>,
 }
@@ -238,7 +239,8 @@ pub struct PoolRef {
 /// Request header changes for a backend, in the order remove, set, add, after Skiff has
 /// set Host and the forwarding headers. Values may name `$host`, `$scheme`,
 /// `$request_uri`, `$uri`, `$args`, `$remote_addr` and `$1`..`$9`; `$$` is a dollar sign.
-/// Host, framing fields and setting X-Forwarded-For are refused.
+/// Host, framing fields, setting X-Forwarded-For and adding a single-valued forwarding
+/// field (X-Forwarded-Proto and the like: set it) are refused.
 #[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct RequestHeaderChanges {
     /// Headers to set, replacing any value the client sent.

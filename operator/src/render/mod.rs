@@ -111,6 +111,7 @@ fn config_model(vs: &VirtualServer) -> Result<config::Config, Invalid> {
         },
         dns: config::DnsConfig::default(),
         trusted_proxies: vec![],
+        use_forwarded_headers: false,
         unknown_host: config::UnknownHost::default(),
         virtual_servers: tls::virtual_servers(vs, virtual_server)?,
         pools: spec.pools.iter().map(|p| pool(p, &name, &ns)).collect(),

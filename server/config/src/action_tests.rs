@@ -256,6 +256,7 @@ fn request_headers_for_a_backend_are_checked_name_by_name() {
         ("prefix: /", "{ remove: [Host, Connection, \"a b\"] }"),
         ("prefix: /", "{ set: { Host: x, X-Forwarded-For: \"$remote_addr\" } }"),
         ("prefix: /", "{ add: { Transfer-Encoding: chunked, X-A: \"a\\x01b\", X-B: \"$1\", X-C: \"${host\" } }"),
+        ("prefix: /", "{ set: { X-Env: a }, add: { x-env: b, X-Forwarded-Proto: https } }"),
     ]
     .iter()
     .map(|(m, h)| rule(m, h))
@@ -274,6 +275,8 @@ fn request_headers_for_a_backend_are_checked_name_by_name() {
         "rules[2].action.proxy.request_headers.add.X-A: not a valid header value: it holds a control character",
         "rules[2].action.proxy.request_headers.add.X-B: $1 refers to a capture group the rule's regex does not have (0 groups)",
         "rules[2].action.proxy.request_headers.add.X-C: unclosed `${` in \"${host\"",
+        "rules[3].action.proxy.request_headers.add.x-env: \"x-env\" is named twice (names are case-insensitive); give it once",
+        "rules[3].action.proxy.request_headers.add.X-Forwarded-Proto: a backend reads one X-Forwarded-Proto; use `set` to replace Skiff's",
     ];
     assert_messages(&found, &expected);
 }

@@ -210,6 +210,10 @@ fn global_mistakes() {
         ]
     );
     assert_eq!(
+        problems(&format!("use_forwarded_headers: true\n{}", minimal(""))),
+        vec!["line 1 column 24: use_forwarded_headers: names no proxy to believe; list the proxies in front in trusted_proxies"]
+    );
+    assert_eq!(
         problems("virtual_servers: []\n"),
         vec!["line 1 column 18: virtual_servers: at least one virtual server is needed"]
     );

@@ -15,6 +15,7 @@ pub(super) struct Site<'a> {
     pub root: &'a str,
     pub hsts: Option<&'a HeaderValue>,
     pub trusted_proxies: &'a [IpNet],
+    pub use_forwarded_headers: bool,
 }
 
 /// The route for `req`, or `Err` when a rendered request header would not be a header
@@ -58,9 +59,10 @@ pub(super) fn backend_route(
             };
             Forwarded {
                 client_ip: client,
-                trusted_peer: req
-                    .peer
-                    .is_some_and(|p| site.trusted_proxies.iter().any(|n| n.contains(&p))),
+                believe_peer: site.use_forwarded_headers
+                    && req
+                        .peer
+                        .is_some_and(|p| site.trusted_proxies.iter().any(|n| n.contains(&p))),
                 edits,
             }
         }

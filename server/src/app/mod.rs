@@ -41,6 +41,8 @@ pub struct App {
     default: Option<usize>,
     unknown_host: UnknownHost,
     trusted_proxies: Vec<IpNet>,
+    /// HTTP backends get what trusted proxies say of the request (`use_forwarded_headers`).
+    use_forwarded_headers: bool,
     /// The port HTTPS redirects point at (443 is left out of the URL).
     https_port: u16,
     /// The htpasswd files the rules read, which the reload loop watches.
@@ -252,6 +254,7 @@ impl App {
             default,
             unknown_host: cfg.unknown_host,
             trusted_proxies: parse_nets(&cfg.trusted_proxies)?,
+            use_forwarded_headers: cfg.use_forwarded_headers,
             htpasswd_files: htpasswd_files(cfg, base),
             warnings,
             https_port: cfg.tls.as_ref().map_or(443, |t| {
@@ -333,6 +336,7 @@ impl App {
                             root: &vh.root_text,
                             hsts: vh.hsts.as_ref(),
                             trusted_proxies: &self.trusted_proxies,
+                            use_forwarded_headers: self.use_forwarded_headers,
                         };
                         let route = backend_route::backend_route(
                             backend,

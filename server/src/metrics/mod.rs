@@ -368,6 +368,7 @@ pub const UPSTREAM_FAILURE_REASONS: &[&str] = &[
     "body_too_large",
     "client_body",
     "body_buffer",
+    "rewrite",
     "body_memory",
     "queue_full",
 ];

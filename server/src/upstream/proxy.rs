@@ -48,14 +48,46 @@ fn strip_hop_by_hop(headers: &mut HeaderMap) {
     }
 }
 
-/// What only a trusted proxy in front may tell a backend: passed on from one, removed
-/// from anyone else, as a client could otherwise name the host, port or path prefix a
-/// backend writes its links and redirects with.
-const FROM_TRUSTED_PROXIES: [&str; 3] = ["forwarded", "x-forwarded-port", "x-forwarded-prefix"];
+/// What only a proxy in front may tell a backend of the request, which backends write
+/// links and redirects with (Rack reads X-Forwarded-Ssl and -Scheme, Spring Forwarded,
+/// Symfony once X-Original-URL): from a client they are removed, unless the peer is
+/// believed (`use_forwarded_headers`). X-Forwarded-Proto and -Host are set instead.
+const FROM_PROXIES_ONLY: [&str; 8] = [
+    "forwarded",
+    "x-forwarded-port",
+    "x-forwarded-prefix",
+    "x-forwarded-ssl",
+    "x-forwarded-scheme",
+    "x-forwarded-server",
+    "x-original-url",
+    "x-rewrite-url",
+];
+
+/// Whether `name` (lower-case, as `HeaderMap` keeps names) is a field Skiff sets or removes
+/// for the backend, also spelt with `_` (`X_Forwarded_Host`), which WSGI and Rack servers
+/// read as the same variable.
+fn forwarding_field(name: &str) -> bool {
+    let same = |field: &str| {
+        name.len() == field.len()
+            && name
+                .bytes()
+                .zip(field.bytes())
+                .all(|(a, b)| a == b || (a == b'_' && b == b'-'))
+    };
+    FROM_PROXIES_ONLY.iter().any(|f| same(f))
+        || [
+            "x-forwarded-proto",
+            "x-forwarded-host",
+            "x-forwarded-for",
+            "x-real-ip",
+        ]
+        .iter()
+        .any(|f| same(f))
+}
 
 /// The headers a backend learns the client from: Host (the rule's, or the client's Host
 /// or HTTP/2 `:authority`), the whole X-Forwarded-For list with the peer appended,
-/// X-Real-IP, and X-Forwarded-Host and -Proto set here (a trusted proxy's passed on),
+/// X-Real-IP, and X-Forwarded-Host and -Proto set here (a believed proxy's passed on),
 /// then the rule's own changes.
 fn forwarding_headers(
     headers: &mut HeaderMap,
@@ -65,20 +97,22 @@ fn forwarding_headers(
     underscores_in_headers: bool,
 ) {
     let rule_host = to.host;
-    if !underscores_in_headers {
-        // As for CGI: a backend may read `X_Forwarded_For` as `X-Forwarded-For`.
-        let underscored: Vec<http::HeaderName> = headers
-            .keys()
-            .filter(|k| k.as_str().contains('_'))
-            .cloned()
-            .collect();
-        for name in underscored {
-            headers.remove(&name);
-        }
+    let believed = to.forwarded.believe_peer;
+    // As for CGI: a backend may read `X_Forwarded_For` as `X-Forwarded-For`. With the
+    // pool's `underscores_in_headers`, only the spellings of the fields set here go.
+    let underscored: Vec<http::HeaderName> = headers
+        .keys()
+        .filter(|k| {
+            k.as_str().contains('_')
+                && (!underscores_in_headers || (!believed && forwarding_field(k.as_str())))
+        })
+        .cloned()
+        .collect();
+    for name in underscored {
+        headers.remove(&name);
     }
-    let trusted = to.forwarded.trusted_peer;
-    if !trusted {
-        for name in FROM_TRUSTED_PROXIES {
+    if !believed {
+        for name in FROM_PROXIES_ONLY {
             headers.remove(name);
         }
     }
@@ -106,13 +140,13 @@ fn forwarding_headers(
     if let Ok(v) = HeaderValue::from_str(&forwarded) {
         headers.insert("x-forwarded-for", v);
     }
-    // A trusted proxy in front (a load balancer ending TLS) knows the scheme and host the
+    // A believed proxy in front (a load balancer ending TLS) knows the scheme and host the
     // client asked for; a backend told `http` there would redirect to https for ever.
-    if !(trusted && headers.contains_key("x-forwarded-proto")) {
+    if !(believed && headers.contains_key("x-forwarded-proto")) {
         let proto = if to.secure { "https" } else { "http" };
         headers.insert("x-forwarded-proto", HeaderValue::from_static(proto));
     }
-    if !(trusted && headers.contains_key("x-forwarded-host")) {
+    if !(believed && headers.contains_key("x-forwarded-host")) {
         match client_host {
             Some(h) => headers.insert("x-forwarded-host", h),
             None => headers.remove("x-forwarded-host"),
@@ -123,12 +157,13 @@ fn forwarding_headers(
         None => headers.remove("x-real-ip"),
     };
     if let Some(prefix) = to.stripped_prefix {
-        // Behind a trusted proxy's own prefix, the backend's public path is both.
+        // Behind a believed proxy's own prefix, the backend's public path is both.
         let before = headers
             .get("x-forwarded-prefix")
             .and_then(|v| v.to_str().ok())
             .map(|v| v.trim_end_matches('/').to_owned())
             .unwrap_or_default();
+        let prefix = skiff_http::path::percent_encode_path(prefix);
         if let Ok(v) = HeaderValue::from_str(&format!("{before}{prefix}")) {
             headers.insert("x-forwarded-prefix", v);
         }
@@ -337,6 +372,34 @@ pub(super) async fn forward(
                 );
                 return Ok(Response::from_parts(head, body.boxed()));
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::forwarding_field;
+
+    #[test]
+    fn the_fields_set_here_are_known_in_either_spelling() {
+        for name in [
+            "forwarded",
+            "x-forwarded-host",
+            "x_forwarded_host",
+            "x_forwarded-prefix",
+            "x_real_ip",
+            "x_forwarded_for",
+            "x_original_url",
+        ] {
+            assert!(forwarding_field(name), "{name}");
+        }
+        for name in [
+            "x-forwarded-hosts",
+            "x_forwarded",
+            "x_custom_id",
+            "forwarded_",
+        ] {
+            assert!(!forwarding_field(name), "{name}");
         }
     }
 }

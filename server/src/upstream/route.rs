@@ -79,6 +79,7 @@ impl Rewrite {
 
     /// The X-Forwarded-Prefix of a rewrite that strips what the rule matched (`to: /`):
     /// `/api` for `prefix: /api/`, so the backend can write links the client can follow.
+    /// Not percent-encoded: the caller encodes it.
     pub fn stripped_prefix(&self) -> Option<&str> {
         let prefix = self.matched.trim_end_matches('/');
         (self.to == "/" && !prefix.is_empty()).then_some(prefix)
@@ -118,9 +119,10 @@ pub struct BackendRoute {
 pub struct Forwarded {
     /// The client's address (X-Real-IP), behind trusted proxies the one they name.
     pub client_ip: Option<IpAddr>,
-    /// The peer is a trusted proxy, whose X-Forwarded-Proto, -Host, -Port, -Prefix and
-    /// Forwarded are passed on; from anyone else, Skiff sets or removes them.
-    pub trusted_peer: bool,
+    /// The peer is a trusted proxy and `use_forwarded_headers` is on: what it says of the
+    /// request (X-Forwarded-Proto, -Host, -Port, -Prefix and the like, Forwarded) is passed
+    /// on, a stripped prefix appended to its own; otherwise Skiff sets or removes them.
+    pub believe_peer: bool,
     /// The rule's `request_headers`, rendered.
     pub edits: Vec<HeaderEdit>,
 }

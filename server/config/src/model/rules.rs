@@ -214,7 +214,7 @@ pub struct ProxyTarget {
     /// Replaces the part of the path the rule's `match.prefix` (or `match.path`) matched, as nginx's `proxy_pass http://backend/;` in `location /api/` and NGINX VirtualServer's `rewritePath`: with `prefix: /api/` and `rewrite_path: /`, `/api/items?page=2` reaches the backend as `/items?page=2`. The backend gets the cleaned path, percent-encoded again (a `;` the client sent stays `%3B`); a joined path with a `.` or `..` segment (`prefix: /api` and `/api../x`) is answered 400. Needs `match.prefix` or `match.path`; give prefixes a trailing `/`, as `prefix: /api` also takes `/apix`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rewrite_path: Option<String>,
-    /// Request header changes for the backend (nginx's `proxy_set_header`, NGINX VirtualServer's `requestHeaders`), after the forwarding headers are set.
+    /// Request header changes for the backend (nginx's `proxy_set_header`; NGINX VirtualServer's `requestHeaders` sets only), after the forwarding headers are set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_headers: Option<RequestHeaders>,
     /// `Upgrade` protocols tunnelled to the backend (case-insensitive). Only WebSocket by default: once tunnelled, the connection's bytes bypass every rule, so an `Upgrade: h2c` would reach paths a `deny` rule guards.
@@ -281,7 +281,7 @@ pub struct HeaderOps {
     pub add: BTreeMap<String, String>,
 }
 
-/// Request header changes for a backend, applied in the order remove, set, add, after Skiff has set Host and the forwarding headers (so `set` may replace `X-Forwarded-Proto`, `X-Forwarded-Host` or `X-Real-IP`). Values may name variables: `$host`, `$scheme`, `$request_uri`, `$uri`, `$args`, `$remote_addr` (the client, as `trusted_proxies` find it), `$1`..`$9` (the rule's regex captures); `$$` is a dollar sign. Framing fields and `Host` (see `host`) are refused, and `X-Forwarded-For` may only be removed: Skiff appends the client to it.
+/// Request header changes for a backend, applied in the order remove, set, add, after Skiff has set Host and the forwarding headers (so `set` may replace `X-Forwarded-Proto`, `X-Forwarded-Host` or `X-Real-IP`). Values may name variables: `$host`, `$scheme`, `$request_uri`, `$uri`, `$args`, `$remote_addr` (the client, as `trusted_proxies` find it), `$1`..`$9` (the rule's regex captures); `$$` is a dollar sign; `$scheme` is how the client reached Skiff. Framing fields and `Host` (see `host`) are refused, `X-Forwarded-For` may only be removed (Skiff appends the client to it), single-valued forwarding fields (X-Forwarded-Proto, -Host, -Port, -Prefix, X-Real-IP) may be set but not added, and a name may appear once.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RequestHeaders {

@@ -100,6 +100,12 @@ pub fn validate(cfg: &Config) -> Vec<Issue> {
     for (i, cidr) in cfg.trusted_proxies.iter().enumerate() {
         check_cidr(&mut c, &format!("trusted_proxies[{i}]"), cidr);
     }
+    if cfg.use_forwarded_headers && cfg.trusted_proxies.is_empty() {
+        c.fail(
+            "use_forwarded_headers",
+            "names no proxy to believe; list the proxies in front in trusted_proxies",
+        );
+    }
 
     let mut pools: HashMap<&str, PoolProtocol> = HashMap::new();
     for (i, pool) in cfg.pools.iter().enumerate() {

@@ -19,6 +19,16 @@ fn managed_header(name: &str) -> Option<String> {
     framing_header(name)
 }
 
+/// Fields a backend reads one value of: an added one beside Skiff's would leave it to
+/// guess which counts.
+const SINGLE_VALUED: [&str; 5] = [
+    "x-forwarded-proto",
+    "x-forwarded-host",
+    "x-forwarded-port",
+    "x-forwarded-prefix",
+    "x-real-ip",
+];
+
 pub(super) fn check_request_headers(
     c: &mut Checker,
     at: &str,
@@ -40,6 +50,9 @@ pub(super) fn check_request_headers(
             c.fail(format!("{at}.remove[{i}]"), why);
         }
     }
+    // Names are case-insensitive: two spellings of one in `set` and `add` would leave
+    // the outcome to the map's order.
+    let mut seen: Vec<String> = Vec::new();
     for (kind, map) in [("set", &h.set), ("add", &h.add)] {
         for (name, value) in map {
             let path = format!("{at}.{kind}.{name}");
@@ -49,6 +62,22 @@ pub(super) fn check_request_headers(
             }
             if let Some(why) = managed_header(name) {
                 c.fail(path, why);
+                continue;
+            }
+            let lower = name.to_ascii_lowercase();
+            if seen.contains(&lower) {
+                c.fail(
+                    path,
+                    format!("{name:?} is named twice (names are case-insensitive); give it once"),
+                );
+                continue;
+            }
+            seen.push(lower);
+            if kind == "add" && SINGLE_VALUED.iter().any(|f| f.eq_ignore_ascii_case(name)) {
+                c.fail(
+                    path,
+                    format!("a backend reads one {name}; use `set` to replace Skiff's"),
+                );
                 continue;
             }
             match Template::parse_header(value, captures) {
