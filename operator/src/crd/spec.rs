@@ -71,6 +71,10 @@ pub const DEFAULT_REPLICAS: i32 = 2;
     {
         "rule": "!has(self.errorPages) || self.errorPages.all(code, code.matches('^[45][0-9][0-9]$'))",
         "message": "errorPages keys are status codes from 400 to 599"
+    },
+    {
+        "rule": "!has(self.useForwardedHeaders) || !self.useForwardedHeaders || (has(self.trustedProxies) && size(self.trustedProxies) > 0)",
+        "message": "useForwardedHeaders needs spec.trustedProxies, the proxies whose word is taken"
     }
 ]))]
 pub struct VirtualServerSpec {
@@ -120,6 +124,19 @@ pub struct VirtualServerSpec {
     /// Access log format on the pods' stdout.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log_format: Option<LogFormat>,
+    /// Proxies in front of the edge pods (CIDRs or addresses: a cloud load balancer, an
+    /// ingress controller) whose X-Forwarded-For is believed when finding the client's
+    /// address, for address lists, rate limits and X-Real-IP (NGINX Ingress's
+    /// `proxy-real-ip-cidr`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
+    pub trusted_proxies: Vec<String>,
+    /// Pass on to HTTP backends what `trustedProxies` say of the request (X-Forwarded-Proto,
+    /// -Host, -Port, -Prefix, Forwarded) instead of Skiff's own view (NGINX Ingress's
+    /// `use-forwarded-headers`): for a balancer that ends TLS, so backends see `https`.
+    /// Only when the balancer sets or removes every one of them.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub use_forwarded_headers: bool,
     /// The Service in front of the edge pods.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service: Option<ServicePorts>,

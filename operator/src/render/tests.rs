@@ -276,6 +276,28 @@ fn request_headers_for_a_backend_reach_the_server_and_are_checked() {
     );
 }
 
+#[test]
+fn trusted_proxies_reach_the_server_and_bad_ones_are_refused() {
+    let spec = |proxies: serde_json::Value| {
+        vs(json!({
+            "hosts": ["a.example"], "content": { "configMap": "s" },
+            "trustedProxies": proxies, "useForwardedHeaders": true
+        }))
+    };
+    let r = server_config(&spec(json!(["10.0.0.0/8", "192.0.2.7"]))).unwrap();
+    let cfg = skiff_config::parse_yaml(&r.yaml).unwrap();
+    assert_eq!(cfg.trusted_proxies, ["10.0.0.0/8", "192.0.2.7"]);
+    assert!(cfg.use_forwarded_headers);
+    let e = server_config(&spec(json!(["10.0.0.0/33"]))).unwrap_err();
+    assert!(e.0.contains("trusted_proxies[0]"), "{e}");
+    // An object from before the CEL rule, or one it let through, is still refused.
+    let e = server_config(&spec(json!([]))).unwrap_err();
+    assert!(
+        e.0.contains("use_forwarded_headers: names no proxy to believe"),
+        "{e}"
+    );
+}
+
 /// What the CRD leaves out keeps the config crate's defaults (its constructors and
 /// `default_*` functions, which its own tests hold to what its parser fills in).
 #[test]
