@@ -124,17 +124,16 @@ pub struct VirtualServerSpec {
     /// Access log format on the pods' stdout.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log_format: Option<LogFormat>,
-    /// Proxies in front of the edge pods (CIDRs or addresses: a cloud load balancer, an
-    /// ingress controller) whose X-Forwarded-For is believed when finding the client's
+    /// Proxies in front of the edge pods (CIDRs or addresses of a cloud load balancer or an
+    /// ingress controller; not the whole pod network) whose X-Forwarded-For is believed when finding the client's
     /// address, for address lists, rate limits and X-Real-IP (NGINX Ingress's
     /// `proxy-real-ip-cidr`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 64))]
     pub trusted_proxies: Vec<String>,
-    /// Pass on to HTTP backends what `trustedProxies` say of the request (X-Forwarded-Proto,
-    /// -Host, -Port, -Prefix, Forwarded) instead of Skiff's own view (NGINX Ingress's
-    /// `use-forwarded-headers`): for a balancer that ends TLS, so backends see `https`.
-    /// Only when the balancer sets or removes every one of them.
+    /// Pass on to HTTP backends the X-Forwarded-Proto and -Port that `trustedProxies` send,
+    /// instead of Skiff's own (for a balancer that ends TLS: backends then see `https`).
+    /// X-Forwarded-Host, Forwarded and the like are never taken from a proxy.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub use_forwarded_headers: bool,
     /// The Service in front of the edge pods.

@@ -276,7 +276,7 @@ fn request_headers_for_a_backend_are_checked_name_by_name() {
         "rules[2].action.proxy.request_headers.add.X-B: $1 refers to a capture group the rule's regex does not have (0 groups)",
         "rules[2].action.proxy.request_headers.add.X-C: unclosed `${` in \"${host\"",
         "rules[3].action.proxy.request_headers.add.x-env: \"x-env\" is named twice (names are case-insensitive); give it once",
-        "rules[3].action.proxy.request_headers.add.X-Forwarded-Proto: a backend reads one X-Forwarded-Proto; use `set` to replace Skiff's",
+        "rules[3].action.proxy.request_headers.add.X-Forwarded-Proto: a backend reads one X-Forwarded-Proto; use `set`",
     ];
     assert_messages(&found, &expected);
 }

@@ -48,47 +48,53 @@ fn strip_hop_by_hop(headers: &mut HeaderMap) {
     }
 }
 
-/// What only a proxy in front may tell a backend of the request, which backends write
-/// links and redirects with (Rack reads X-Forwarded-Ssl and -Scheme, Spring Forwarded,
-/// Symfony once X-Original-URL): from a client they are removed, unless the peer is
-/// believed (`use_forwarded_headers`). X-Forwarded-Proto and -Host are set instead.
-const FROM_PROXIES_ONLY: [&str; 8] = [
+/// What a client could say of the request that backends write links and redirects with
+/// (Spring prefers Forwarded; Rack reads X-Forwarded-Ssl and -Scheme, Tornado X-Scheme,
+/// gunicorn X-Forwarded-Protocol, Symfony once X-Original-URL): removed, and never taken
+/// from a proxy either, as cloud balancers pass a client's on.
+const FROM_NO_ONE: [&str; 15] = [
     "forwarded",
-    "x-forwarded-port",
     "x-forwarded-prefix",
     "x-forwarded-ssl",
     "x-forwarded-scheme",
+    "x-forwarded-protocol",
     "x-forwarded-server",
+    "x-forwarded-uri",
+    "x-scheme",
+    "x-url-scheme",
+    "front-end-https",
+    "x-original-host",
     "x-original-url",
+    "x-original-uri",
     "x-rewrite-url",
+    "x-real-ip",
 ];
 
-/// Whether `name` (lower-case, as `HeaderMap` keeps names) is a field Skiff sets or removes
-/// for the backend, also spelt with `_` (`X_Forwarded_Host`), which WSGI and Rack servers
-/// read as the same variable.
-fn forwarding_field(name: &str) -> bool {
-    let same = |field: &str| {
+/// What a balancer in front that ends TLS sets (every cloud balancer sets both): passed on
+/// from a believed proxy (`use_forwarded_headers`), set or removed here otherwise.
+const FROM_BELIEVED_PROXIES: [&str; 2] = ["x-forwarded-proto", "x-forwarded-port"];
+
+/// Whether `name` (lower-case, as `HeaderMap` keeps names) is spelt with `_` where a field
+/// Skiff sets or removes has `-` (`x_forwarded_host`): WSGI and Rack servers read both as
+/// one variable, and no proxy sends such a spelling.
+fn forwarding_field_underscored(name: &str) -> bool {
+    let same = |field: &&str| {
         name.len() == field.len()
             && name
                 .bytes()
                 .zip(field.bytes())
                 .all(|(a, b)| a == b || (a == b'_' && b == b'-'))
     };
-    FROM_PROXIES_ONLY.iter().any(|f| same(f))
-        || [
-            "x-forwarded-proto",
-            "x-forwarded-host",
-            "x-forwarded-for",
-            "x-real-ip",
-        ]
-        .iter()
-        .any(|f| same(f))
+    name.contains('_')
+        && (FROM_NO_ONE.iter().any(same)
+            || FROM_BELIEVED_PROXIES.iter().any(same)
+            || ["x-forwarded-host", "x-forwarded-for"].iter().any(same))
 }
 
 /// The headers a backend learns the client from: Host (the rule's, or the client's Host
 /// or HTTP/2 `:authority`), the whole X-Forwarded-For list with the peer appended,
-/// X-Real-IP, and X-Forwarded-Host and -Proto set here (a believed proxy's passed on),
-/// then the rule's own changes.
+/// X-Real-IP, X-Forwarded-Host and -Proto set here (a believed proxy's -Proto and -Port
+/// passed on), then the rule's own changes.
 fn forwarding_headers(
     headers: &mut HeaderMap,
     parts: &http::request::Parts,
@@ -103,16 +109,19 @@ fn forwarding_headers(
     let underscored: Vec<http::HeaderName> = headers
         .keys()
         .filter(|k| {
-            k.as_str().contains('_')
-                && (!underscores_in_headers || (!believed && forwarding_field(k.as_str())))
+            let name = k.as_str();
+            name.contains('_') && (!underscores_in_headers || forwarding_field_underscored(name))
         })
         .cloned()
         .collect();
     for name in underscored {
         headers.remove(&name);
     }
+    for name in FROM_NO_ONE {
+        headers.remove(name);
+    }
     if !believed {
-        for name in FROM_PROXIES_ONLY {
+        for name in FROM_BELIEVED_PROXIES {
             headers.remove(name);
         }
     }
@@ -140,31 +149,23 @@ fn forwarding_headers(
     if let Ok(v) = HeaderValue::from_str(&forwarded) {
         headers.insert("x-forwarded-for", v);
     }
-    // A believed proxy in front (a load balancer ending TLS) knows the scheme and host the
-    // client asked for; a backend told `http` there would redirect to https for ever.
-    if !(believed && headers.contains_key("x-forwarded-proto")) {
+    // A believed balancer in front that ended TLS knows the scheme the client used; a
+    // backend told `http` there would redirect to https for ever.
+    if !headers.contains_key("x-forwarded-proto") {
         let proto = if to.secure { "https" } else { "http" };
         headers.insert("x-forwarded-proto", HeaderValue::from_static(proto));
     }
-    if !(believed && headers.contains_key("x-forwarded-host")) {
-        match client_host {
-            Some(h) => headers.insert("x-forwarded-host", h),
-            None => headers.remove("x-forwarded-host"),
-        };
-    }
+    match client_host {
+        Some(h) => headers.insert("x-forwarded-host", h),
+        None => headers.remove("x-forwarded-host"),
+    };
     match to.forwarded.client_ip {
         Some(ip) => headers.insert("x-real-ip", ip_text(ip)),
         None => headers.remove("x-real-ip"),
     };
     if let Some(prefix) = to.stripped_prefix {
-        // Behind a believed proxy's own prefix, the backend's public path is both.
-        let before = headers
-            .get("x-forwarded-prefix")
-            .and_then(|v| v.to_str().ok())
-            .map(|v| v.trim_end_matches('/').to_owned())
-            .unwrap_or_default();
         let prefix = skiff_http::path::percent_encode_path(prefix);
-        if let Ok(v) = HeaderValue::from_str(&format!("{before}{prefix}")) {
+        if let Ok(v) = HeaderValue::from_str(&prefix) {
             headers.insert("x-forwarded-prefix", v);
         }
     }
@@ -378,28 +379,29 @@ pub(super) async fn forward(
 
 #[cfg(test)]
 mod tests {
-    use super::forwarding_field;
+    use super::forwarding_field_underscored;
 
     #[test]
-    fn the_fields_set_here_are_known_in_either_spelling() {
+    fn the_underscore_spellings_of_the_fields_set_here_are_known() {
         for name in [
-            "forwarded",
-            "x-forwarded-host",
             "x_forwarded_host",
             "x_forwarded-prefix",
             "x_real_ip",
             "x_forwarded_for",
+            "x_forwarded_proto",
             "x_original_url",
+            "front_end_https",
         ] {
-            assert!(forwarding_field(name), "{name}");
+            assert!(forwarding_field_underscored(name), "{name}");
         }
         for name in [
-            "x-forwarded-hosts",
+            "x-forwarded-host",
+            "x_forwarded_hosts",
             "x_forwarded",
             "x_custom_id",
             "forwarded_",
         ] {
-            assert!(!forwarding_field(name), "{name}");
+            assert!(!forwarding_field_underscored(name), "{name}");
         }
     }
 }

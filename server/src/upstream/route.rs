@@ -119,9 +119,8 @@ pub struct BackendRoute {
 pub struct Forwarded {
     /// The client's address (X-Real-IP), behind trusted proxies the one they name.
     pub client_ip: Option<IpAddr>,
-    /// The peer is a trusted proxy and `use_forwarded_headers` is on: what it says of the
-    /// request (X-Forwarded-Proto, -Host, -Port, -Prefix and the like, Forwarded) is passed
-    /// on, a stripped prefix appended to its own; otherwise Skiff sets or removes them.
+    /// The peer is a trusted proxy and `use_forwarded_headers` is on: its X-Forwarded-Proto
+    /// and -Port are passed on; otherwise Skiff sets the first and removes the second.
     pub believe_peer: bool,
     /// The rule's `request_headers`, rendered.
     pub edits: Vec<HeaderEdit>,

@@ -41,7 +41,7 @@ pub struct Config {
     /// Proxies (CIDRs) whose `X-Forwarded-For` is believed when finding the client address.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub trusted_proxies: Vec<String>,
-    /// Pass on to HTTP backends what a trusted proxy (one of `trusted_proxies`) says of the request: its X-Forwarded-Proto, -Host, -Port, -Prefix, -Ssl, -Scheme, -Server and Forwarded, in place of Skiff's own or none (NGINX Ingress's `use-forwarded-headers`). Turn it on only when the proxy in front sets or removes every one of them: one that passes a client's X-Forwarded-Host on would let the client name the host a backend writes its links and password-reset mails with. Off, only X-Forwarded-For is read from trusted proxies.
+    /// Pass on to HTTP backends the X-Forwarded-Proto and X-Forwarded-Port a trusted proxy (one of `trusted_proxies`) sends, in place of Skiff's own X-Forwarded-Proto and none: behind a balancer that ends TLS (every cloud balancer sets both, replacing a client's), backends see `https` and do not redirect to HTTPS for ever. X-Forwarded-Host, -Prefix, Forwarded and the like are never taken from a proxy, as cloud balancers pass a client's on. Off, only X-Forwarded-For is read from trusted proxies.
     #[serde(default, skip_serializing_if = "is_false")]
     pub use_forwarded_headers: bool,
     /// What a request for a host that no virtual server names gets, when no virtual server is the default.

@@ -19,8 +19,8 @@ fn managed_header(name: &str) -> Option<String> {
     framing_header(name)
 }
 
-/// Fields a backend reads one value of: an added one beside Skiff's would leave it to
-/// guess which counts.
+/// Fields a backend reads one value of: an added one beside Skiff's or the client's would
+/// leave it to guess which counts.
 const SINGLE_VALUED: [&str; 5] = [
     "x-forwarded-proto",
     "x-forwarded-host",
@@ -74,10 +74,7 @@ pub(super) fn check_request_headers(
             }
             seen.push(lower);
             if kind == "add" && SINGLE_VALUED.iter().any(|f| f.eq_ignore_ascii_case(name)) {
-                c.fail(
-                    path,
-                    format!("a backend reads one {name}; use `set` to replace Skiff's"),
-                );
+                c.fail(path, format!("a backend reads one {name}; use `set`"));
                 continue;
             }
             match Template::parse_header(value, captures) {
