@@ -8,6 +8,8 @@ mod convert;
 mod tls;
 
 #[cfg(test)]
+mod forwarding_tests;
+#[cfg(test)]
 mod tests;
 
 use crate::crd::{Handler, Placement, Pool, RuleAction, VirtualServer};
