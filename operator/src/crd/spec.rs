@@ -132,7 +132,8 @@ pub struct VirtualServerSpec {
     #[schemars(length(max = 64))]
     pub trusted_proxies: Vec<String>,
     /// Pass on to HTTP backends the X-Forwarded-Proto and -Port that `trustedProxies` send,
-    /// instead of Skiff's own (for a balancer that ends TLS: backends then see `https`).
+    /// instead of Skiff's own (for a balancer that ends TLS: backends then see `https`);
+    /// only for one that sets both, replacing a client's.
     /// X-Forwarded-Host, Forwarded and the like are never taken from a proxy.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub use_forwarded_headers: bool,

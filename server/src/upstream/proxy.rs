@@ -70,7 +70,7 @@ const FROM_NO_ONE: [&str; 15] = [
     "x-real-ip",
 ];
 
-/// What a balancer in front that ends TLS sets (every cloud balancer sets both): passed on
+/// What a balancer in front that ends TLS sets (AWS's ALB sets both): passed on
 /// from a believed proxy (`use_forwarded_headers`), set or removed here otherwise.
 const FROM_BELIEVED_PROXIES: [&str; 2] = ["x-forwarded-proto", "x-forwarded-port"];
 

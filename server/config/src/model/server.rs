@@ -41,7 +41,7 @@ pub struct Config {
     /// Proxies (CIDRs) whose `X-Forwarded-For` is believed when finding the client address.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub trusted_proxies: Vec<String>,
-    /// Pass on to HTTP backends the X-Forwarded-Proto and X-Forwarded-Port a trusted proxy (one of `trusted_proxies`) sends, in place of Skiff's own X-Forwarded-Proto and none: behind a balancer that ends TLS (every cloud balancer sets both, replacing a client's), backends see `https` and do not redirect to HTTPS for ever. X-Forwarded-Host, -Prefix, Forwarded and the like are never taken from a proxy, as cloud balancers pass a client's on. Off, only X-Forwarded-For is read from trusted proxies.
+    /// Pass on to HTTP backends the X-Forwarded-Proto and X-Forwarded-Port a trusted proxy (one of `trusted_proxies`) sends, in place of Skiff's own X-Forwarded-Proto and none: behind a balancer that ends TLS, backends see `https` and do not redirect to HTTPS for ever. Turn it on only for a balancer that sets both, replacing a client's (AWS's ALB does): one that passes a client's on lets the client claim either. X-Forwarded-Host, -Prefix, Forwarded and the like are never taken from a proxy, as balancers commonly pass a client's on. Off, only X-Forwarded-For is read from trusted proxies.
     #[serde(default, skip_serializing_if = "is_false")]
     pub use_forwarded_headers: bool,
     /// What a request for a host that no virtual server names gets, when no virtual server is the default.
