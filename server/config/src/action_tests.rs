@@ -15,6 +15,15 @@ fn assert_messages(found: &[String], expected: &[&str]) {
     }
 }
 
+/// The problems of a minimal config with `rules` (rule lines) and an HTTP pool `a`.
+fn problems_beside_pool_a(rules: &str) -> Vec<String> {
+    let pools = "pools:\n  - { name: a, protocol: http, endpoints: [\"a:80\"] }\n";
+    problems(&format!(
+        "{}{pools}",
+        minimal(&format!("    rules:\n{rules}"))
+    ))
+}
+
 #[test]
 fn a_fallback_must_name_a_file_under_the_root_as_it_is_on_disk() {
     let rule = |f: &str| format!("      - action: {{ static: {{ fallback: \"{f}\" }} }}\n");
@@ -130,7 +139,6 @@ fn a_split_needs_two_targets_weights_adding_up_to_100_and_no_split_inside() {
 
 #[test]
 fn a_rewrite_replaces_a_prefix_or_path_with_a_plain_path() {
-    let pools = "pools:\n  - { name: a, protocol: http, endpoints: [\"a:80\"] }\n";
     let rule = |m: &str, to: &str| {
         format!("      - match: {{ {m} }}\n        action: {{ proxy: {{ pool: a, rewrite_path: \"{to}\" }} }}\n")
     };
@@ -142,13 +150,7 @@ fn a_rewrite_replaces_a_prefix_or_path_with_a_plain_path() {
     .iter()
     .map(|(m, to)| rule(m, to))
     .collect();
-    assert_eq!(
-        problems(&format!(
-            "{}{pools}",
-            minimal(&format!("    rules:\n{good}"))
-        )),
-        Vec::<String>::new()
-    );
+    assert_eq!(problems_beside_pool_a(&good), Vec::<String>::new());
     let bad: String = [
         ("extensions: [php]", "/"),
         ("prefix: /api/", "api"),
@@ -162,10 +164,7 @@ fn a_rewrite_replaces_a_prefix_or_path_with_a_plain_path() {
     .iter()
     .map(|(m, to)| rule(m, to))
     .collect();
-    let found = problems(&format!(
-        "{}{pools}",
-        minimal(&format!("    rules:\n{bad}"))
-    ));
+    let found = problems_beside_pool_a(&bad);
     let expected = [
         "rules[0].action.proxy.rewrite_path: \"/\" replaces what match.prefix or match.path matched; give the rule one of them",
         "rules[1].action.proxy.rewrite_path: \"api\" must be a path starting with '/'",
@@ -231,7 +230,6 @@ fn what_basic_auth_protects_is_never_cached_for_everyone() {
 
 #[test]
 fn request_headers_for_a_backend_are_checked_name_by_name() {
-    let pools = "pools:\n  - { name: a, protocol: http, endpoints: [\"a:80\"] }\n";
     let rule = |m: &str, headers: &str| {
         format!("      - match: {{ {m} }}\n        action: {{ proxy: {{ pool: a, request_headers: {headers} }} }}\n")
     };
@@ -245,13 +243,7 @@ fn request_headers_for_a_backend_are_checked_name_by_name() {
     .iter()
     .map(|(m, h)| rule(m, h))
     .collect();
-    assert_eq!(
-        problems(&format!(
-            "{}{pools}",
-            minimal(&format!("    rules:\n{good}"))
-        )),
-        Vec::<String>::new()
-    );
+    assert_eq!(problems_beside_pool_a(&good), Vec::<String>::new());
     let bad: String = [
         ("prefix: /", "{ remove: [Host, Connection, \"a b\"] }"),
         ("prefix: /", "{ set: { Host: x, X-Forwarded-For: \"$remote_addr\" } }"),
@@ -261,10 +253,7 @@ fn request_headers_for_a_backend_are_checked_name_by_name() {
     .iter()
     .map(|(m, h)| rule(m, h))
     .collect();
-    let found = problems(&format!(
-        "{}{pools}",
-        minimal(&format!("    rules:\n{bad}"))
-    ));
+    let found = problems_beside_pool_a(&bad);
     let expected = [
         "rules[0].action.proxy.request_headers.remove[0]: a request needs a Host; give the one the backend sees with the proxy's `host`",
         "rules[0].action.proxy.request_headers.remove[1]: \"Connection\" frames the response or the connection, which the server manages itself; a rule cannot change it",
